@@ -148,11 +148,12 @@ def rule_def(name: str, *, nested: str | None = None):
 
 def _load_all() -> None:
     """Import every probe module and the rules so that their decorators have run."""
-    import bench.probes as pkg
-    import bench.verdicts  # noqa: F401  (registers the rules)
+    import bench.probes
+    import bench.verdicts
 
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    for pkg in (bench.probes, bench.verdicts):
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{mod.name}")
 
 
 def probe(name: str, on_error: Callable[[str], Exception] | None = None) -> ProbeInfo:
