@@ -1,0 +1,1 @@
+"""Static, self-contained reports (HTML and PDF) rendered from run records alone."""
