@@ -238,7 +238,7 @@ def _git_revision() -> str | None:
                                capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    rev = out.stdout.strip() or None
+    rev = out.stdout.strip() if out.returncode == 0 else None
     return f"{rev}+dirty" if rev and dirty.stdout.strip() else rev
 
 

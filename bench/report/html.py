@@ -1,0 +1,122 @@
+"""Run record (+ its frames) → the report's template context → self-contained HTML."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from bench.report import charts
+from bench.report.words import describe
+from bench.store import load_cell_frame
+
+TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
+OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = fmt_number
+    env.filters["paragraphs"] = lambda text: [" ".join(p.split()) for p in str(text).split("\n\n") if p.strip()]
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, sort_keys=True, default=str)
+    return env
+
+
+def fmt_number(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "—"
+    if not isinstance(x, (int, float)):
+        return str(x)
+    if isinstance(x, int) or float(x).is_integer() and abs(x) < 1e6:
+        return f"{int(x)}" if abs(x) >= 1 or x == 0 else f"{x:.{digits}g}"
+    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def chart_svg(run_dir: Path, cell: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(svg, None) for the cell's chart; (None, reason) when there is none."""
+    import vl_convert as vlc
+
+    fn = charts.chart_for(cell["probe"]["name"])
+    if fn is None:
+        return None, "no chart for this probe"
+    try:
+        frame = load_cell_frame(run_dir, cell)
+        if frame is None:
+            return None, None
+        chart = fn(frame)
+        if chart is None:
+            return None, "nothing to draw"
+        spec = chart.configure(font=charts.FONT).configure_view(stroke=None).to_json()
+        prefix = "c" + (cell.get("cache_key") or f"{cell['spec']['id']}-{cell['model']}")[:10]
+        return scope_ids(vlc.vegalite_to_svg(spec), prefix), None
+    except Exception as exc:  # noqa: BLE001 - a chart problem must not lose the report
+        return None, f"chart failed: {type(exc).__name__}: {str(exc)[:160]}"
+
+
+def scope_ids(svg: str, prefix: str) -> str:
+    """Rename the SVG's ids (gradients, clip paths) to `prefix`-n in order of appearance.
+
+    The renderer numbers ids with a process-wide counter: renaming makes the output independent of what was
+    rendered before, and keeps the ids of several inline SVGs in one page apart.
+    """
+    ids = list(dict.fromkeys(re.findall(r'\bid="([^"]+)"', svg)))
+    mapping = {old: f"{prefix}-{i}" for i, old in enumerate(ids)}
+    if not mapping:
+        return svg
+    pattern = re.compile(r'(\bid="|url\(#|href="#)(' + "|".join(re.escape(k) for k in mapping) + r')(?=[")])')
+    return pattern.sub(lambda m: m.group(1) + mapping[m.group(2)], svg)
+
+
+def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool) -> dict[str, Any]:
+    v = cell.get("verdict") or {}
+    refs = [r for r in cell["spec"].get("references", []) if r["model"] == cell["model"]]
+    svg, chart_note = chart_svg(run_dir, cell) if with_chart and cell.get("frame") else (None, None)
+    return {
+        "model": cell["model"], "outcome": v.get("outcome", "ERROR"), "reason": v.get("reason", ""),
+        "estimate": v.get("estimate"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high"),
+        "p": v.get("p_value"), "p_adj": v.get("p_adjusted"), "n": v.get("n"), "effect": v.get("effect"),
+        "effect_name": v.get("effect_name"), "threshold": v.get("threshold"), "metric": v.get("metric"),
+        "parts": v.get("parts", []), "references": refs, "svg": svg, "chart_note": chart_note,
+        "notes": cell.get("notes", []), "failure_cases": cell.get("failure_cases", []),
+        "timings": cell.get("timings", {}), "cache_key": cell.get("cache_key"), "cache_hit": cell.get("cache_hit"),
+        "fingerprint": cell.get("fingerprint"), "model_ref": cell.get("model_ref"),
+    }
+
+
+def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) -> dict[str, Any]:
+    cells = record["cells"]
+    models = list(dict.fromkeys(c["model"] for c in cells))
+    claims: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        spec = cell["spec"]
+        claim = claims.setdefault(spec["id"], {
+            "spec": spec, "rule_words": describe(spec["rule"], spec["verdict"]), "cells": {}})
+        claim["cells"][cell["model"]] = _cell_view(run_dir, cell, with_charts)
+    families: dict[str, list[dict[str, Any]]] = {}
+    for claim in claims.values():
+        families.setdefault(claim["spec"]["family"], []).append(claim)
+    counts = {o: sum(1 for c in cells if (c.get("verdict") or {}).get("outcome") == o) for o in OUTCOMES}
+    fingerprints = {c["model"]: (c.get("fingerprint"), c.get("model_ref")) for c in cells}
+    return {
+        "run": {k: v for k, v in record.items() if k != "cells"}, "models": models, "families": families,
+        "claims": list(claims.values()), "counts": counts, "n_cells": len(cells), "fingerprints": fingerprints,
+        "rendered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "css": (TEMPLATES / "report.css").read_text(encoding="utf-8"),
+    }
+
+
+def render_html(record: dict[str, Any], run_dir: Path) -> str:
+    return environment().get_template("report.html.j2").render(**context(record, run_dir))
+
+
+def render_diff_html(rows: list[dict[str, Any]], a: dict[str, Any], b: dict[str, Any]) -> str:
+    return environment().get_template("diff.html.j2").render(
+        rows=rows, a=a, b=b, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        rendered_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
