@@ -155,7 +155,8 @@ def slug(name: str) -> str:
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    """Sortable by start time (to the millisecond), unique by a random suffix."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")[:-3] + "-" + secrets.token_hex(2)
 
 
 @dataclass

@@ -78,7 +78,7 @@ def folded_head_weights(model, arch, layer: int):
     return W_Q, W_K, W_V, W_O, hw.kv_head_of
 
 
-@probe_def("k_composition", version=1, schema=Composition, metrics=METRICS)
+@probe_def("k_composition", version=2, schema=Composition, metrics=METRICS)
 def k_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthetic:repeated-random",
                   seq_len: int = 50, batch: int = 16, n_baseline: int = 200) -> pd.DataFrame:
     """K-composition of the top previous-token head into the top induction head, beside a random baseline."""
@@ -106,6 +106,10 @@ def k_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthe
             kind = "observed" if (l, h) == (lp, hp) else "candidate"
             rows.append((kind, int(li), int(hi), l, h, None, "k_composition", s))
         ctx.progress(0.5 * (l + 1) / li, "composition scores")
+    scores = sorted((r[7] for r in rows if r[0] in ("observed", "candidate")), reverse=True)
+    observed = next(r[7] for r in rows if r[0] == "observed")
+    notes.append(f"its K-composition into the induction head ranks {scores.index(observed) + 1} of {len(scores)} "
+                 f"earlier heads")
     base = random_baseline(arch.d_model, arch.d_head, n_baseline, ctx.generator(stream=7))
     rows += [("baseline", None, None, None, None, i, "k_composition_random", float(v)) for i, v in enumerate(base)]
     ctx.progress(1.0, "baseline")
