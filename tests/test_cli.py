@@ -155,3 +155,13 @@ def test_interrupted_run_resumes_from_cache(cli, circuit_specs, tiny_model_dir, 
     assert r.exit_code == 0
     cells = record(runs(chdir_tmp)[-1])["cells"]
     assert [c["cache_hit"] for c in cells] == [True, True, False]
+
+
+def test_audit_runs_every_claim_on_an_unnamed_model(cli, circuit_specs, tiny_model_dir, chdir_tmp):
+    """No spec names this model: audit runs them all on it, with no code keyed to its name."""
+    r = cli("audit", tiny_model_dir, circuit_specs, "--no-report")
+    assert r.exit_code == 0, r.output
+    rec = record(runs(chdir_tmp)[-1])
+    assert rec["audit"] == str(tiny_model_dir)
+    assert {c["spec"]["id"] for c in rec["cells"]} == {f"circuits.{n[:-5]}" for n in SPECS}
+    assert {c["model"] for c in rec["cells"]} == {str(tiny_model_dir)}
