@@ -174,3 +174,18 @@ def test_report_in_headless_chromium(rendered, tmp_path):
             browser.close()
     assert errors == []
     assert (tmp_path / "shot.png").stat().st_size > 10_000
+
+
+def test_latin_cyrillic_chinese_japanese_render_in_pdf(tmp_path):
+    """The report font stack covers these scripts: the text survives into the PDF with a Noto font embedded."""
+    from bench.report.html import TEMPLATES
+
+    sample = "Grüße · Привет мир · 语言神经元 · 言語ニューロン"
+    css = (TEMPLATES / "report.css").read_text()
+    data, _ = write_pdf(f"<html><head><style>{css}</style></head><body><p>{sample}</p></body></html>", tmp_path)
+    pdf = tmp_path / "scripts.pdf"
+    pdf.write_bytes(data)
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    assert all(word in text for word in sample.split(" · "))
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
+    assert "Noto-Sans-CJK" in fonts and "+Noto-Sans " in fonts, fonts
