@@ -184,7 +184,7 @@ def run(model, train_items: list[Item], eval_items: list[Item], cfg: DecoderConf
         torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], 1.0)
         opt.step()
         losses.append(float(loss.detach()))
-        progress(0.1 + 0.7 * (step + 1) / cfg.steps, f"prefix reconstruction: training (loss {float(loss):.2f})")
+        progress(0.1 + 0.7 * (step + 1) / cfg.steps, f"prefix reconstruction: training (loss {losses[-1]:.2f})")
 
     trained = _evaluate(decoder, embed, enc, eval_states, eval_ex, cfg, shift=None)
     progress(0.9, "prefix reconstruction: shuffled control")
