@@ -148,3 +148,18 @@ def test_gated_rule_is_inconclusive_when_a_precondition_fails():
     v = evaluate(frame, "gated", {"of": [gate, {"rule": "group_comparison", **GROUPS}]})
     assert v.outcome is Outcome.SUPPORTED and v.rule == "group_comparison"
     assert adjust([v])[0].outcome is Outcome.SUPPORTED  # a gated verdict is a leaf for BH
+
+
+def test_unit_pair_sums_give_cliffs_delta_and_its_reweighting():
+    from bench.verdicts.microscope import _delta_of, _pair_sums, cliffs_delta
+
+    rng = np.random.default_rng(9)
+    vals = np.round(rng.normal(size=300), 1)  # ties on purpose
+    is_a = rng.random(300) < 0.4
+    units = rng.integers(0, 12, 300)
+    S, na, nb = _pair_sums(vals, is_a, units, 12, chunk=17)
+    assert _delta_of(np.ones(12), S[None], na[None], nb[None])[0] == pytest.approx(cliffs_delta(vals[is_a], vals[~is_a]))
+    w = rng.integers(0, 3, 12).astype(float)  # a bootstrap resample: unit u counted w[u] times
+    rows = np.concatenate([np.flatnonzero(units == u) for u in range(12) for _ in range(int(w[u]))])
+    expected = cliffs_delta(vals[rows][is_a[rows]], vals[rows][~is_a[rows]])
+    assert _delta_of(w, S[None], na[None], nb[None])[0] == pytest.approx(expected)

@@ -52,17 +52,47 @@ def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
     return float(2 * u / (len(a) * len(b)) - 1)
 
 
+def _pair_sums(vals: np.ndarray, is_a: np.ndarray, unit_idx: np.ndarray, n_units: int, chunk: int = 2048):
+    """Cliff's δ by unit pairs: S[u, v] = Σ sign(a_i − b_j) over a-values of unit u and b-values of unit v,
+    and the counts of a- and b-values per unit.  δ of any reweighting w of units is wᵀSw / ((w·n_a)(w·n_b))."""
+    ia, ib = np.flatnonzero(is_a), np.flatnonzero(~is_a)
+    mb = np.zeros((len(ib), n_units))
+    mb[np.arange(len(ib)), unit_idx[ib]] = 1.0
+    S = np.zeros((n_units, n_units))
+    for start in range(0, len(ia), chunk):  # bounded memory: chunk × n_b signs at a time
+        rows = ia[start : start + chunk]
+        sign = np.sign(vals[rows][:, None] - vals[ib][None, :]) @ mb  # (chunk, U)
+        np.add.at(S, unit_idx[rows], sign)
+    na = np.bincount(unit_idx[ia], minlength=n_units).astype(float)
+    nb = np.bincount(unit_idx[ib], minlength=n_units).astype(float)
+    return S, na, nb
+
+
+def _weights(idx: np.ndarray, n_units: int) -> np.ndarray:
+    """Resampled unit indices (..., U) → counts per unit (..., U)."""
+    idx = np.asarray(idx, int)
+    return (idx[..., :, None] == np.arange(n_units)).sum(axis=-2).astype(float)
+
+
+def _delta_of(W: np.ndarray, S: np.ndarray, na: np.ndarray, nb: np.ndarray) -> np.ndarray:
+    """δ for unit weights W (..., U) and pair sums S (G, U, U) → (..., G)."""
+    num = np.einsum("...u,guv,...v->...g", W, S, W)
+    den = np.einsum("...u,gu->...g", W, na) * np.einsum("...u,gu->...g", W, nb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
 @rule_def("group_comparison")
 def group_comparison(
     frame: pd.DataFrame, *, metric: str, a: list[str], b: list[str], column: str = "cls",
     side: Literal["less", "greater"] = "less", delta: float = 0.0, over: str | None = None,
     where: dict[str, Any] = {}, unit: str = "sample", min_n: int = 20,  # noqa: B006
-    alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 1000,
+    alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000,
 ) -> Verdict:
     """Values of group `a` lie below (``side = "less"``) or above group `b`: Cliff's δ beyond `delta`, one-sided
-    Mann–Whitney p < α, and the bootstrap interval of δ excludes 0.  With `over` (e.g. ``"layer"``), the
-    comparison is made per value of that column and the estimate is the share of them where δ is beyond
-    `delta`; the claim holds when that share exceeds ½ (bootstrap test over units)."""
+    Mann–Whitney p < α, and the bootstrap interval of δ (over units) excludes 0.  With `over` (e.g.
+    ``"layer"``), the comparison is made per value of that column and the estimate is the share of them where
+    δ is beyond `delta`; the claim holds when that share exceeds ½ (bootstrap test over units)."""
     name = f"{metric}: {'+'.join(a)} vs {'+'.join(b)}"
     rows = _select(frame, {"metric": metric, **where})
     rows = rows[rows[column].isin(list(a) + list(b))] if column in rows.columns else rows.iloc[0:0]
@@ -70,17 +100,33 @@ def group_comparison(
         return _missing(frame, "group_comparison", metric, {"metric": metric, column: a + b})
     is_a = rows[column].isin(list(a)).to_numpy()
     vals = rows["value"].to_numpy(float)
-    units = rows[unit].to_numpy()
+    uniq, unit_idx = np.unique(rows[unit].to_numpy(), return_inverse=True)
+    U = len(uniq)
     n_a, n_b = int(is_a.sum()), int((~is_a).sum())
     sign = -1 if side == "less" else +1
-    if min(n_a, n_b) < min_n:
-        return Verdict(Outcome.INCONCLUSIVE, f"only {n_a} tokens in group a and {n_b} in group b (< {min_n})",
-                       "group_comparison", name, n=n_a + n_b, alpha=alpha)
+    if min(n_a, n_b) < min_n or U < 3:
+        return Verdict(Outcome.INCONCLUSIVE, f"only {n_a} tokens in group a and {n_b} in group b (< {min_n}) "
+                       f"from {U} {unit}s", "group_comparison", name, n=n_a + n_b, alpha=alpha)
+    levels = [None] if over is None else list(np.sort(rows[over].dropna().unique()))
+    lev = None if over is None else rows[over].to_numpy()
+    parts = [_pair_sums(vals[m], is_a[m], unit_idx[m], U)
+             for m in ([np.ones(len(vals), bool)] if over is None else [lev == g for g in levels])]
+    S = np.stack([p[0] for p in parts])  # (G, U, U)
+    na, nb = np.stack([p[1] for p in parts]), np.stack([p[2] for p in parts])  # (G, U)
+    ones = np.ones(U)
+    per = _delta_of(ones, S, na, nb)  # (G,)
+
+    def boot(stat):
+        res = stats.bootstrap((np.arange(U),), lambda i, axis=-1: stat(_weights(i, U)), vectorized=True,
+                              n_resamples=n_resamples, confidence_level=confidence, method="percentile",
+                              random_state=np.random.default_rng(SEED))
+        return (float(res.confidence_interval.low), float(res.confidence_interval.high),
+                np.asarray(res.bootstrap_distribution, float))
+
     if over is None:
-        est = cliffs_delta(vals[is_a], vals[~is_a])
+        est = float(per[0])
         p = float(stats.mannwhitneyu(vals[is_a], vals[~is_a], alternative=side).pvalue)
-        lo, hi, _ = _unit_boot(units, lambda r: cliffs_delta(vals[r][is_a[r]], vals[r][~is_a[r]]), n_resamples,
-                               confidence)
+        lo, hi, _ = boot(lambda W: _delta_of(W, S, na, nb)[..., 0])
         label = f"δ {'≤' if sign < 0 else '≥'} {delta:g}"
         v = _decide("group_comparison", name, est, lo, hi, p, n_a + n_b, delta, sign, label, alpha,
                     effect=est, effect_name="Cliff's δ")
@@ -89,19 +135,17 @@ def group_comparison(
             return Verdict(**{**v.__dict__, "outcome": Outcome.INCONCLUSIVE,
                               "reason": v.reason + ", but the interval of δ includes 0"})
         return Verdict(**{**v.__dict__, "reason": v.reason + f" (Mann–Whitney, {n_a} vs {n_b} tokens)"})
-    levels = np.sort(rows[over].dropna().unique())
-    lev = rows[over].to_numpy()
 
-    def share(r: np.ndarray) -> float:
-        hits = [cliffs_delta(vals[r][(lev[r] == g) & is_a[r]], vals[r][(lev[r] == g) & ~is_a[r]]) for g in levels]
-        return float(np.mean([sign * (h - delta) >= 0 for h in hits if np.isfinite(h)]))
+    def share(W):
+        d = _delta_of(W, S, na, nb)  # (..., G)
+        return np.nanmean(np.where(np.isfinite(d), (sign * (d - delta) >= 0).astype(float), np.nan), axis=-1)
 
-    per = [cliffs_delta(vals[(lev == g) & is_a], vals[(lev == g) & ~is_a]) for g in levels]
-    est = share(np.arange(len(vals)))
-    lo, hi, dist = _unit_boot(units, share, n_resamples, confidence)
+    est = float(share(ones))
+    lo, hi, dist = boot(share)
     p = float((1 + np.sum(dist <= 0.5)) / (1 + len(dist)))
+    finite = per[np.isfinite(per)]
     return _majority("group_comparison", name, est, lo, hi, p, len(levels), alpha, over,
-                     f"δ per {over} from {min(per):.3g} to {max(per):.3g} (bound {delta:g})")
+                     f"δ per {over} from {finite.min():.3g} to {finite.max():.3g} (bound {delta:g})")
 
 
 def _majority(rule, name, est, lo, hi, p, n_levels, alpha, over, detail) -> Verdict:
@@ -127,6 +171,26 @@ def _corr(method: str):
     return lambda x, y: float(f(x, y)[0]) if len(x) > 2 and np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
 
 
+def weighted_pearson(Wt: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson r of (x, y) with each row counted Wt[..., i] times: (..., N) weights → (...)."""
+    tot = Wt.sum(axis=-1, keepdims=True)
+    mx, my = (Wt @ x)[..., None] / tot, (Wt @ y)[..., None] / tot
+    dx, dy = x - mx, y - my
+    cov = (Wt * dx * dy).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return cov / np.sqrt((Wt * dx * dx).sum(axis=-1) * (Wt * dy * dy).sum(axis=-1))
+
+
+def _weighted_boot(units: np.ndarray, stat, n_resamples: int, confidence: float):
+    """Bootstrap over whole units, vectorised: `stat` gets per-row weights (..., N) = resampled unit counts."""
+    uniq, idx = np.unique(units, return_inverse=True)
+    res = stats.bootstrap((np.arange(len(uniq)),), lambda i, axis=-1: stat(_weights(i, len(uniq))[..., idx]),
+                          vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
+                          method="percentile", random_state=np.random.default_rng(SEED))
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high),
+            np.asarray(res.bootstrap_distribution, float))
+
+
 @rule_def("correlation")
 def correlation(
     frame: pd.DataFrame, *, x: dict[str, Any], y: dict[str, Any], key: list[str] = ["sample", "position"],  # noqa: B006
@@ -148,7 +212,10 @@ def correlation(
     other = _corr("spearman" if method == "pearson" else "pearson")(xs, ys)
     test = stats.pearsonr if method == "pearson" else stats.spearmanr
     p = float(test(xs, ys, alternative="greater").pvalue)
-    lo, hi, _ = _unit_boot(units, lambda rows: _corr(method)(xs[rows], ys[rows]), n_resamples, confidence)
+    if method == "pearson":
+        lo, hi, _ = _weighted_boot(units, lambda Wt: weighted_pearson(Wt, xs, ys), n_resamples, confidence)
+    else:
+        lo, hi, _ = _unit_boot(units, lambda rows: _corr(method)(xs[rows], ys[rows]), n_resamples, confidence)
     v = _decide("correlation", name, r, lo, hi, p, n, min, +1, f"{method} r > {min:g}", alpha, effect=other,
                 effect_name="Spearman ρ" if method == "pearson" else "Pearson r")
     if v.outcome is Outcome.SUPPORTED and lo <= min:
@@ -173,16 +240,14 @@ def correlation_difference(
         return Verdict(Outcome.INCONCLUSIVE, f"too few matched tokens ({len(pa_)}, {len(pb_)})",
                        "correlation_difference", name, alpha=alpha)
     both = pd.concat([pa_.assign(_s=0), pb_.assign(_s=1)], ignore_index=True)
-    xs, ys, s, units = (both[c].to_numpy() for c in ("value_x", "value_y", "_s", unit))
-    pear = _corr("pearson")
+    xs, ys = both["value_x"].to_numpy(float), both["value_y"].to_numpy(float)
+    first, units = both["_s"].to_numpy() == 0, both[unit].to_numpy()
 
-    def diff(rows):
-        m = s[rows] == 0
-        return abs(pear(xs[rows][m].astype(float), ys[rows][m].astype(float))
-                   - pear(xs[rows][~m].astype(float), ys[rows][~m].astype(float)))
+    def diff(Wt):  # the same texts resampled for both subjects (paired)
+        return np.abs(weighted_pearson(Wt * first, xs, ys) - weighted_pearson(Wt * ~first, xs, ys))
 
-    est = diff(np.arange(len(both)))
-    lo, hi, dist = _unit_boot(units, diff, n_resamples, confidence)
+    est = float(diff(np.ones(len(both))))
+    lo, hi, dist = _weighted_boot(units, diff, n_resamples, confidence)
     p = _boot_p(dist, min_abs, +1)
     return _decide("correlation_difference", name, est, lo, hi, p, len(both), min_abs, +1, f"≥ {min_abs:g}",
                    alpha, effect=est, effect_name="|Δr|")
