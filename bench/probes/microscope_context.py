@@ -106,7 +106,7 @@ def context_pair(
     pair = next(((b, i) for b, i in instruct_of.items() if name in (b, i)), None)
     if pair is None:
         frame = finish(pd.DataFrame(columns=["metric", "value"]))
-        frame.attrs["notes"] = [f"no base/instruct counterpart of '{name}' is given in [measure] instruct_of "
+        frame.attrs["notes"] = [f"no base/instruct counterpart of '{name}' is given in the spec's measure.instruct_of "
                                 f"(pairs: {', '.join(f'{b} → {i}' for b, i in instruct_of.items()) or 'none'}): "
                                 f"the claim needs the same model before and after instruction tuning, and no "
                                 f"pair is invented"]
