@@ -89,7 +89,7 @@ def contextualization(
     return finish(frame, notes)
 
 
-@probe_def("context_pair", version=1, schema=TokenLayerMetrics, metrics=METRICS)
+@probe_def("context_pair", version=2, schema=TokenLayerMetrics, metrics=METRICS)
 def context_pair(
     ctx, *, instruct_of: dict[str, str] = {}, corpus: str = "brown:all", n_texts: int = 96,  # noqa: B006
     max_tokens: int = 32, micro_batch: int = 16, n_eval: int = 16, n_train: int = 128, hidden: int = 0,
