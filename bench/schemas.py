@@ -84,3 +84,15 @@ def failure_table(exc: Exception, limit: int = 20) -> list[dict]:
         return []
     cases = pd.DataFrame(cases).head(limit)
     return [{k: (None if pd.isna(v) else str(v)) for k, v in row.items()} for row in cases.to_dict("records")]
+
+
+class TokenLayerMetrics(Tidy):
+    """Per-token, per-layer and per-text numbers (LLM-Microscope family): `cls` is the token's word class,
+    `subject` a model variant (base / instruct) where a probe compares two, `condition` an input edit."""
+
+    subject: Series[str] = pa.Field(nullable=True)
+    condition: Series[str] = pa.Field(nullable=True)
+    sample: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    position: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    cls: Series[str] = pa.Field(nullable=True)

