@@ -84,3 +84,16 @@ def failure_table(exc: Exception, limit: int = 20) -> list[dict]:
         return []
     cases = pd.DataFrame(cases).head(limit)
     return [{k: (None if pd.isna(v) else str(v)) for k, v in row.items()} for row in cases.to_dict("records")]
+
+
+class LangNeurons(Tidy):
+    """Language-specific neurons (families langneurons, plnd): `method` selects neuron sets, `set_lang` is the
+    language whose set is edited (or, for similarities, the first language of a pair), `language` the language
+    evaluated, prompted or compared with."""
+
+    method: Series[str] = pa.Field(nullable=True)
+    set_lang: Series[str] = pa.Field(nullable=True)
+    language: Series[str] = pa.Field(nullable=True)
+    layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    neuron: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    sample: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
