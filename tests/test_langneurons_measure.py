@@ -185,3 +185,35 @@ def test_language_share_by_script_and_by_detector():
     assert steer.language_share(de, "de") > 0.9
     assert steer.language_share(de, "fr") < 0.1
     assert steer.language_share("12345 !!", "de") == 0.0
+
+
+def test_generation_without_edits_is_plain_greedy_decoding():
+    m = loaded("llama")
+    m.tokenizer = _Tok(m.hf.config.vocab_size)
+    prompts = ["abcde", "xy"]  # different lengths: the batch is left-padded
+    got = steer.generate(m, prompts, max_new_tokens=5)
+    with torch.no_grad():
+        for p, text in zip(prompts, got):
+            ids = torch.tensor([tx.encode(m.tokenizer, p)])
+            for _ in range(5):
+                nxt = m.hf(input_ids=ids).logits[0, -1].argmax()
+                ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+            new = [i for i in ids[0, -5:].tolist()]
+            if 0 in new:
+                new = new[: new.index(0)]
+            assert text == m.tokenizer.decode(new)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_sentence_states_equal_mean_of_output_hidden_states(family):
+    from bench.probes.langsteer import sentence_states
+
+    m = loaded(family)
+    texts = ["hello there", "a longer sentence here"]
+    got = sentence_states(m, texts, micro_tokens=64)  # (2, L, d)
+    with torch.no_grad():
+        for i, t in enumerate(texts):
+            ids = torch.tensor([tx.encode(m.tokenizer, t)])
+            hs = m.hf(input_ids=ids, output_hidden_states=True).hidden_states
+            for l in range(m.arch.n_layers - 1):  # the last entry of hidden_states is after the final norm
+                torch.testing.assert_close(got[i, l], hs[l + 1][0, 1:].mean(0), rtol=1e-5, atol=1e-5)

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,19 +42,12 @@ class Setup:
         return {"corpus": corpora.fingerprint(self.corpus), "eval_texts": self.eval_texts, "seed": ctx.seed,
                 "model": ctx.model.fingerprint, "dtype": str(ctx.model.dtype), "device": ctx.model.device.type}
 
-    def parts(self, ctx) -> dict[str, Any]:
-        return {**self.data_parts(ctx), **{k: v for k, v in asdict(self).items() if k not in ("corpus",)}}
-
 
 def split(setup: Setup, seed: int) -> parallel.Split:
     par = parallel.load_parallel(setup.corpus)
     sp = parallel.split(par, n_eval=setup.eval_texts, seed=seed)
     return parallel.Split(parallel.subset_languages(sp.selection, setup.languages),
                           parallel.subset_languages(sp.evaluation, setup.languages), seed)
-
-
-def languages_of(setup: Setup) -> tuple[str, ...]:
-    return setup.languages or parallel.parse_languages(setup.corpus.partition(":")[2])
 
 
 def language_stats(ctx, setup: Setup, sp: parallel.Split, lang: str) -> stats.Stats:

@@ -7,6 +7,7 @@ resamples text indices jointly for all cells of a matrix (percentile intervals f
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -14,7 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.registry import rule_def
-from bench.verdicts import Outcome, Verdict, _bootstrap, _boot_p, _decide, _missing, _select
+from bench.verdicts import Outcome, Verdict, _bootstrap, _boot_p, _decide, _missing, _select, combine
 
 Entries = Literal["diagonal", "off_diagonal", "all"]
 
@@ -105,11 +106,7 @@ def diagonal_dominance(frame: pd.DataFrame, *, method: str = "lape", min_share: 
         label = f"≥ {bound:g}" if name == "dominant_share" else "> 0"
         parts.append(_decide("diagonal_dominance", name, est, lo, hi, p, c.n, bound, +1, label, alpha,
                              effect=est - bound, effect_name="margin"))
-    from bench.verdicts import combine
-
-    merged = combine(parts, alpha)
-    return merged if merged.outcome is not Outcome.SUPPORTED else \
-        Verdict(**{**merged.__dict__, "rule": "diagonal_dominance"})
+    return replace(combine(parts, alpha), rule="diagonal_dominance")
 
 
 @rule_def("baseline_ratio")
@@ -251,7 +248,7 @@ def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: floa
     v = _decide("binomial_share", "edge_share", k / n, float(ci.low), float(ci.high), float(test.pvalue), n,
                 min_share, +1, f"≥ {min_share:g}", alpha, effect=k / n - uniform, effect_name="share − uniform share")
     extra = f"; {k} of {n} neurons; uniform spread would give {uniform:.3g} (p vs uniform = {p_uniform:.3g})"
-    return Verdict(**{**v.__dict__, "reason": v.reason + extra})
+    return replace(v, reason=v.reason + extra)
 
 
 @rule_def("arg_extreme")
