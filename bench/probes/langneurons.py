@@ -151,26 +151,21 @@ def deactivation(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noq
     langs = list(sp.evaluation.languages)
     methods = list(dict.fromkeys([*full, *diagonal]))
     sels = shared.selections(ctx, setup, sp, methods, band=band)
-    plan = [(meth, x, y) for meth in methods for x in langs for y in (langs if meth in full else [x])]
+    plan = [(meth, x, langs if meth in full else [x]) for meth in methods for x in langs]
     rows: list[tuple] = []
-    base: dict[str, np.ndarray] = {}
-    nbytes: dict[str, np.ndarray] = {}
-    steps = len(langs) + len(plan)
-    for i, lang in enumerate(langs):
-        base[lang] = shared.condition_bits(ctx, setup, sp, method="none", set_lang=None, lang=lang, neurons=None,
-                                           band=band, micro_tokens=micro_tokens)
-        nbytes[lang] = np.array([len(t.encode("utf-8")) for t in sp.evaluation.side(lang)], float)
+    base = shared.condition_bits(ctx, setup, sp, neurons=None, langs=langs, micro_tokens=micro_tokens)
+    nbytes = {lang: np.array([len(t.encode("utf-8")) for t in sp.evaluation.side(lang)], float) for lang in langs}
+    for lang in langs:
         rows += [("none", None, lang, None, None, s, "bits", b) for s, b in enumerate(base[lang])]
         rows += [(None, None, lang, None, None, s, "bytes", b) for s, b in enumerate(nbytes[lang])]
         rows.append(("none", None, lang, None, None, None, "bpb", base[lang].sum() / nbytes[lang].sum()))
-        ctx.progress((i + 1) / steps, "unedited bits per byte")
-    for j, (meth, x, y) in enumerate(plan):
-        idx = sels[meth][x]
-        bits = shared.condition_bits(ctx, setup, sp, method=meth, set_lang=x, lang=y, neurons=idx, band=band,
-                                     micro_tokens=micro_tokens)
-        rows += [(meth, x, y, None, None, s, "bits", b) for s, b in enumerate(bits)]
-        rows.append((meth, x, y, None, None, None, "delta_bpb", (bits - base[y]).sum() / nbytes[y].sum()))
-        ctx.progress((len(langs) + j + 1) / steps, f"{meth}: {x} neurons off, {y} text")
+    ctx.progress(1 / (len(plan) + 1), "unedited bits per byte")
+    for j, (meth, x, ys) in enumerate(plan):
+        got = shared.condition_bits(ctx, setup, sp, neurons=sels[meth][x], langs=ys, micro_tokens=micro_tokens)
+        for y in ys:
+            rows += [(meth, x, y, None, None, s, "bits", b) for s, b in enumerate(got[y])]
+            rows.append((meth, x, y, None, None, None, "delta_bpb", (got[y] - base[y]).sum() / nbytes[y].sum()))
+        ctx.progress((j + 2) / (len(plan) + 1), f"{meth}: {x} neurons off")
     for meth in methods:
         rows += [(meth, x, None, None, None, None, "n_ablated", len(sels[meth][x])) for x in langs]
     notes = [f"{len(sp.evaluation.texts)} evaluation texts per language; layer band '{band}'"]

@@ -38,18 +38,31 @@ def layer_histogram(frame: pd.DataFrame):
 
 @chart_def("deactivation")
 def delta_bpb_heatmap(frame: pd.DataFrame):
+    """Heat maps of the full ΔBPB matrices, and every method's diagonal (own-language effect) as bars."""
     rows = frame[frame["metric"] == "delta_bpb"].copy()
     if rows.empty:
         return None
-    rows["cell"] = rows["value"].map(lambda v: f"{v:+.3f}")
-    base = alt.Chart(rows).encode(
-        x=alt.X("language:N", title="evaluated language"), y=alt.Y("set_lang:N", title="neurons zeroed (language)"))
-    heat = base.mark_rect().encode(color=alt.Color("value:Q", title="ΔBPB", scale=alt.Scale(scheme="orangered")))
-    text = base.mark_text(fontSize=9).encode(text="cell:N")
-    n = max(1, rows["method"].nunique())
-    layer = alt.layer(heat, text, data=rows).properties(width=WIDTH // n, height=HEIGHT)
-    return _style(layer.facet(column=alt.Column("method:N", title=None)).properties(
-        title="Bits per byte added by zeroing each language's neurons"))
+    rows["cell"] = rows["value"].map(lambda v: f"{v:+.2f}")
+    per_method = rows.groupby("method")["set_lang"].count()
+    n_lang = max(1, rows["language"].nunique())
+    full = [m for m, n in per_method.items() if n > n_lang]
+    charts = []
+    for meth in full:
+        sub = rows[rows["method"] == meth]
+        base = alt.Chart(sub).encode(x=alt.X("language:N", title="evaluated language"),
+                                     y=alt.Y("set_lang:N", title="neurons zeroed"))
+        heat = base.mark_rect().encode(color=alt.Color("value:Q", title="ΔBPB", scale=alt.Scale(scheme="orangered")))
+        text = base.mark_text(fontSize=8).encode(text="cell:N")
+        charts.append(alt.layer(heat, text).properties(width=min(WIDTH, 40 * n_lang), height=min(HEIGHT, 28 * n_lang),
+                                                       title=f"{meth}: ΔBPB, every set × every language"))
+    diag = rows[rows["set_lang"] == rows["language"]]
+    if not diag.empty:
+        charts.append(alt.Chart(diag).mark_bar().encode(
+            x=alt.X("language:N", title="language (its own neurons zeroed)"), xOffset="method:N",
+            y=alt.Y("value:Q", title="ΔBPB"), color=alt.Color("method:N", title="method"))
+            .properties(width=WIDTH, height=HEIGHT, title="Own-language effect per method"))
+    chart = alt.hconcat(*charts[:-1]) & charts[-1] if len(charts) > 1 else charts[0]
+    return _style(chart.properties(title="Bits per byte added by zeroing each language's neurons"))
 
 
 @chart_def("steering")
