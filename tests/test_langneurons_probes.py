@@ -31,11 +31,13 @@ RUNS = [
 @pytest.fixture
 def tiny_ctx(request, tmp_path, monkeypatch, tiny_tokenizer):
     monkeypatch.setenv("BENCH_LOCALE_DIR", str(fake_locales(tmp_path / "locale")))
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     hf = build_tiny(request.param, vocab=len(tiny_tokenizer))
     model = SimpleNamespace(hf=hf, arch=arch_mod.inspect(hf), tokenizer=tiny_tokenizer, device=torch.device("cpu"),
                             dtype=torch.float32, fingerprint=f"tiny-{request.param}")
-    return ProbeContext(model=model, seed=0, cache=Cache(tmp_path / "cache"))
+    yield ProbeContext(model=model, seed=0, cache=Cache(tmp_path / "cache"))
+    torch.set_num_threads(threads)
 
 
 def run(ctx, name, params):
@@ -92,7 +94,6 @@ def test_family_on_the_embedded_multilingual_model():
     """LAPE on gemma3-270m with a small budget: selection, a deactivation diagonal and a random baseline."""
     from bench import models
 
-    torch.set_num_threads(2)
     m = models.load(models.resolve("gemma3-270m"))
     ctx = ProbeContext(model=m, seed=0, cache=None)
     params = {"corpus": "gettext:en,de,fr,es,ru,ja,zh_CN", "languages": ["en", "de", "ru", "zh_CN"],
