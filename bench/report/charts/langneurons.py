@@ -86,6 +86,7 @@ def similarity_profile(frame: pd.DataFrame):
     line = alt.Chart(rows).mark_line(point=True).encode(
         x=alt.X("layer:O", title="layer"), y=alt.Y("mean(value):Q", title="cosine of parallel sentences",
                                                       scale=alt.Scale(zero=False)))
-    band = alt.Chart(rows).mark_errorband(extent="ci").encode(x="layer:O", y="value:Q")
+    band = alt.Chart(rows).mark_errorband(extent="ci").encode(
+        x="layer:O", y=alt.Y("value:Q", title="cosine of parallel sentences"))
     return _style(alt.layer(band, line).properties(width=WIDTH, height=HEIGHT,
                                                    title="Cross-lingual similarity by layer"))
