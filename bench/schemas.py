@@ -96,3 +96,14 @@ class TokenLayerMetrics(Tidy):
     position: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     cls: Series[str] = pa.Field(nullable=True)
+class LangNeurons(Tidy):
+    """Language-specific neurons (families langneurons, plnd): `method` selects neuron sets, `set_lang` is the
+    language whose set is edited (or, for similarities, the first language of a pair), `language` the language
+    evaluated, prompted or compared with."""
+
+    method: Series[str] = pa.Field(nullable=True)
+    set_lang: Series[str] = pa.Field(nullable=True)
+    language: Series[str] = pa.Field(nullable=True)
+    layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    neuron: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    sample: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)

@@ -101,8 +101,9 @@ def print_summary(record: dict[str, Any], run_dir: Path) -> None:
 
 def print_specs(specs) -> None:
     t = Table()
-    for col in ("id", "title", "probe", "rule", "default models"):
-        t.add_column(col, no_wrap=col == "id")  # an id is typed back on the command line: never wrap it
+    t.add_column("id", no_wrap=True, min_width=max((len(s.id) for s in specs), default=2))  # ids are never cut
+    for col in ("title", "probe", "rule", "default models"):
+        t.add_column(col)
     for s in specs:
         t.add_row(s.id, s.title, s.probe, s.rule, ", ".join(s.models_default))
     OUT.print(t)

