@@ -33,6 +33,8 @@ import pandas as pd
 from bench.errors import StoreError, UsageError
 
 RECORD_FORMAT = 1
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read the process umask once (there is no way to read it without setting it)
 
 
 def cache_root() -> Path:
@@ -60,6 +62,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

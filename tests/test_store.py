@@ -109,3 +109,13 @@ def test_bad_records(tmp_path):
     (tmp_path / "r" / "record.json").write_text(json.dumps({"format": 99}))
     with pytest.raises(StoreError, match="not a bench run record"):
         load_record(tmp_path / "r")
+
+
+def test_written_files_are_readable_by_others(tmp_path):
+    import stat
+
+    from bench.store import _UMASK, atomic_write_bytes
+
+    p = tmp_path / "f.json"
+    atomic_write_bytes(p, b"{}")
+    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~_UMASK  # as open() would create it, not mkstemp's 0600
