@@ -23,7 +23,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt_number
     env.filters["paragraphs"] = lambda text: [" ".join(p.split()) for p in str(text).split("\n\n") if p.strip()]
-    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, sort_keys=True, default=str)
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
     return env
 
 
