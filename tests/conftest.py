@@ -26,6 +26,15 @@ def device(request) -> str:
     return dev
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny matmuls on a shared 2-core machine run far faster on one intra-op thread; restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(request, tmp_path, monkeypatch):
     if request.node.get_closest_marker("embedded") is None:

@@ -18,12 +18,7 @@ from tests.conftest import build_tiny
 FAMILIES = ["llama", "gemma3", "gpt2"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class _Tok:

@@ -29,15 +29,12 @@ RUNS = [
 
 
 @pytest.fixture
-def tiny_ctx(request, tmp_path, monkeypatch, tiny_tokenizer):
+def tiny_ctx(request, tmp_path, monkeypatch, tiny_tokenizer, one_thread):
     monkeypatch.setenv("BENCH_LOCALE_DIR", str(fake_locales(tmp_path / "locale")))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     hf = build_tiny(request.param, vocab=len(tiny_tokenizer))
     model = SimpleNamespace(hf=hf, arch=arch_mod.inspect(hf), tokenizer=tiny_tokenizer, device=torch.device("cpu"),
                             dtype=torch.float32, fingerprint=f"tiny-{request.param}")
     yield ProbeContext(model=model, seed=0, cache=Cache(tmp_path / "cache"))
-    torch.set_num_threads(threads)
 
 
 def run(ctx, name, params):

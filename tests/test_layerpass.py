@@ -15,12 +15,7 @@ from bench.lens import head_logits, lens_frame
 FAMILIES = ["llama", "gemma3", "gpt2"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(family: str, tokenizer, **over) -> models.LoadedModel:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.contextual import DecoderConfig, Example, decoder_copy, examples, run
+from bench.contextual import DecoderConfig, decoder_copy, examples, run
 from bench.layerpass import Item
 from bench.qa import capital_facts, edit, is_correct, prompt, stop_words
 

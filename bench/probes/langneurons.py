@@ -146,7 +146,6 @@ def deactivation(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noq
     """
     setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
                    lap_threshold, plnd_top, pv_tokens)
-    m = ctx.model
     sp = shared.split(setup, ctx.seed)
     langs = list(sp.evaluation.languages)
     methods = list(dict.fromkeys([*full, *diagonal]))

@@ -85,6 +85,17 @@ def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> 
         return info.fn(frame, **dict(params))
 
 
+def evaluate_parts(frame: pd.DataFrame, of: list[dict[str, Any]], alpha: float) -> list[Verdict]:
+    """Evaluate each sub-rule table of a combining rule; a part without its own `alpha` gets the parent's."""
+    parts = []
+    for sub in of:
+        sub = dict(sub)
+        name = sub.pop("rule")
+        sub.setdefault("alpha", alpha)
+        parts.append(evaluate(frame, name, sub))
+    return parts
+
+
 def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict:
     outcomes = [p.outcome for p in parts]
     if Outcome.ERROR in outcomes:
@@ -201,16 +212,18 @@ def _boot_p(boot: np.ndarray, bound: float, side: int) -> float:
     return float((1 + wrong) / (1 + len(boot)))
 
 
-def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effect, effect_name) -> Verdict:
+def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effect, effect_name,
+            detail: str | None = None) -> Verdict:
+    """The shared policy (module docstring).  `detail`, when given, replaces the default estimate-and-CI text."""
     right = est >= bound if side > 0 else est <= bound
     ci_wrong = hi < bound if side > 0 else lo > bound
     ci = f"95% CI [{lo:.4g}, {hi:.4g}]"
     if right and p < alpha:
-        outcome, why = Outcome.SUPPORTED, f"{est:.4g} {label}, {ci}, p = {p:.3g}"
+        outcome, why = Outcome.SUPPORTED, (f"{detail}, p = {p:.3g}" if detail else f"{est:.4g} {label}, {ci}, p = {p:.3g}")
     elif ci_wrong:
-        outcome, why = Outcome.REFUTED, f"{est:.4g}, {ci} lies entirely outside {label}"
+        outcome, why = Outcome.REFUTED, f"{detail or f'{est:.4g}, {ci}'} lies entirely outside {label}"
     else:
-        outcome, why = Outcome.INCONCLUSIVE, f"{est:.4g}, {ci} vs {label}, p = {p:.3g}"
+        outcome, why = Outcome.INCONCLUSIVE, (f"{detail}, p = {p:.3g}" if detail else f"{est:.4g}, {ci} vs {label}, p = {p:.3g}")
     return Verdict(outcome, why, rule, metric, est, lo, hi, p, None, n, effect, effect_name, label, alpha)
 
 

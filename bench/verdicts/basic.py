@@ -12,7 +12,7 @@ from scipy import stats
 
 from bench.registry import rule_def
 from bench.verdicts import (Outcome, Reduce, Verdict, _bootstrap, _boot_p, _bound, _decide, _label, _matrix,
-                            _missing, _reducer, _select, combine, evaluate)
+                            _missing, _reducer, _select, combine, evaluate_parts)
 
 @rule_def("threshold")
 def threshold(
@@ -162,12 +162,6 @@ def exceeds_baseline(
 @rule_def("all", nested="of")
 def all_of(frame: pd.DataFrame, *, of: list[dict[str, Any]], alpha: float = 0.05) -> Verdict:
     """Every sub-rule in `of` must hold.  REFUTED if any is refuted; the headline numbers are the first part's."""
-    parts = []
-    for sub in of:
-        sub = dict(sub)
-        name = sub.pop("rule")
-        sub.setdefault("alpha", alpha)
-        parts.append(evaluate(frame, name, sub))
-    return combine(parts, alpha)
+    return combine(evaluate_parts(frame, of, alpha), alpha)
 
 

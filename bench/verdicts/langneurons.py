@@ -148,17 +148,10 @@ def baseline_ratio(frame: pd.DataFrame, *, numerator: dict[str, Any], denominato
     lo, hi, boot = _bootstrap(diff, c.mat, confidence, n_resamples, bca=False)
     p = _boot_p(boot, 0.0, side)
     label = f"{'≥' if side > 0 else '≤'} {bound:g} × baseline"
-    right = d >= 0 if side > 0 else d <= 0
-    wrong_ci = hi < 0 if side > 0 else lo > 0
     txt = f"ratio {ratio:.3g} ({a:.4g} vs {b:.4g} ΔBPB); num − {bound:g}·den = {d:.4g}, 95% CI [{lo:.4g}, {hi:.4g}]"
-    if right and p < alpha:
-        outcome, why = Outcome.SUPPORTED, f"{txt}, p = {p:.3g}"
-    elif wrong_ci:
-        outcome, why = Outcome.REFUTED, f"{txt} lies entirely outside {label}"
-    else:
-        outcome, why = Outcome.INCONCLUSIVE, f"{txt}, p = {p:.3g}"
-    return Verdict(outcome, why, "baseline_ratio", "ratio", float(ratio) if np.isfinite(ratio) else None,
-                   None, None, p, None, c.n, d, f"num − {bound:g}·den", label, alpha)
+    v = _decide("baseline_ratio", "ratio", d, lo, hi, p, c.n, 0.0, side, label, alpha, effect=d,
+                effect_name=f"num − {bound:g}·den", detail=txt)
+    return replace(v, estimate=float(ratio) if np.isfinite(ratio) else None, ci_low=None, ci_high=None)
 
 
 @rule_def("largest_of")

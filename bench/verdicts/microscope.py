@@ -23,7 +23,7 @@ from scipy import stats
 
 from bench.registry import rule_def
 from bench.verdicts import (Outcome, Verdict, _bootstrap, _boot_p, _bound, _decide, _label, _matrix, _missing,
-                            _select, evaluate)
+                            _select, evaluate_parts)
 
 SEED = 12345
 
@@ -379,13 +379,7 @@ def gated(frame: pd.DataFrame, *, of: list[dict[str, Any]], alpha: float = 0.05)
     that is not SUPPORTED makes the verdict INCONCLUSIVE with its reason (no p-value: nothing was tested)."""
     if not of:
         raise ValueError("gated needs at least the claim's rule in 'of'")
-    results = []
-    for sub in of:
-        sub = dict(sub)
-        name = sub.pop("rule")
-        sub.setdefault("alpha", alpha)
-        results.append(evaluate(frame, name, sub))
-    *gates, claim = results
+    *gates, claim = evaluate_parts(frame, of, alpha)
     failed = [g for g in gates if g.outcome is not Outcome.SUPPORTED]
     if failed:
         why = "precondition not met: " + "; ".join(f"{g.metric}: {g.reason}" for g in failed)
