@@ -9,6 +9,7 @@ an unknown name gets a "did you mean".
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -146,14 +147,18 @@ def rule_def(name: str, *, nested: str | None = None):
     return wrap
 
 
-def _load_all() -> None:
-    """Import every probe module and the rules so that their decorators have run."""
-    import bench.probes
-    import bench.verdicts
+@functools.cache
+def import_submodules(package: str) -> None:
+    """Import every module of `package` once, so that the registering decorators in them have run."""
+    pkg = importlib.import_module(package)
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{package}.{mod.name}")
 
-    for pkg in (bench.probes, bench.verdicts):
-        for mod in pkgutil.iter_modules(pkg.__path__):
-            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+
+def _load_all() -> None:
+    """Import every probe module and the rules."""
+    import_submodules("bench.probes")
+    import_submodules("bench.verdicts")
 
 
 def probe(name: str, on_error: Callable[[str], Exception] | None = None) -> ProbeInfo:

@@ -6,8 +6,6 @@ Each source module registers a loader with :func:`source_def`.  A loader returns
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
@@ -37,8 +35,9 @@ def source_def(name: str, *, version: int, fingerprint: Callable[[str], str] | N
 
 
 def _all() -> dict[str, Source]:
-    for mod in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{mod.name}")
+    from bench.registry import import_submodules
+
+    import_submodules(__name__)
     return _SOURCES
 
 

@@ -7,8 +7,6 @@ A chart function receives the cell's tidy frame (as validated by the probe's sch
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Callable
 
 import pandas as pd
@@ -33,6 +31,7 @@ def chart_def(probe: str):
 
 
 def chart_for(probe: str) -> Callable[[pd.DataFrame], object] | None:
-    for mod in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{mod.name}")
+    from bench.registry import import_submodules
+
+    import_submodules(__name__)
     return _CHARTS.get(probe)
