@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 
 EXIT_HELP = """Exit codes: 0 the run completed (whatever the verdicts), 1 an outcome named by --fail-on occurred,
 2 bad input (spec, command line, model name), 3 the measurement crashed for every cell."""
@@ -89,7 +89,7 @@ def audit(model, paths, **kw):
 
 def _verify(paths, names, *, audit, profile, device, seed, runs_dir, report_dir, no_pdf, no_report, fail_on,
             allow_pickle):
-    from bench import run, spec
+    from bench.core import run, spec
     from bench.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
@@ -119,7 +119,7 @@ def _render(run_dir: Path, report_dir: Path, pdf: bool) -> None:
 @click.option("--pdf/--no-pdf", default=True, show_default=True)
 @_guard
 def report(run_, runs_dir, out, pdf):
-    from bench.store import find_run, load_record
+    from bench.core.store import find_run, load_record
     from bench.ui import print_summary
 
     run_dir = find_run(run_, runs_dir)
@@ -137,7 +137,7 @@ def report(run_, runs_dir, out, pdf):
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @_guard
 def validate(paths):
-    from bench import spec
+    from bench.core import spec
 
     specs = spec.load_specs(paths or (Path("specs"),))
     for s in specs:
@@ -149,7 +149,7 @@ def validate(paths):
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @_guard
 def list_(paths):
-    from bench import spec
+    from bench.core import spec
     from bench.ui import print_specs
 
     print_specs(spec.load_specs(paths or (Path("specs"),)))
@@ -179,8 +179,8 @@ def models(prepare):
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Also write an HTML table.")
 @_guard
 def diff(run_a, run_b, runs_dir, html_out):
-    from bench.diff import diff_runs
-    from bench.store import find_run, load_record
+    from bench.core.diff import diff_runs
+    from bench.core.store import find_run, load_record
     from bench.ui import print_diff
 
     a, b = (load_record(find_run(r, runs_dir)) for r in (run_a, run_b))

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.run import UI
+from bench.core.run import UI
+
 
 def _console(stderr: bool = False) -> Console:
     c = Console(stderr=stderr, highlight=False)

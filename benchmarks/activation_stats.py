@@ -56,7 +56,7 @@ def _setup(model_name: str, tokens: int, threads: int):
 
     from bench import models
     from bench.corpora import parallel
-    from bench.langneurons import text as tx
+    from bench.families.langneurons import text as tx
 
     torch.set_num_threads(threads)
     m = models.load(models.resolve(model_name))
@@ -67,7 +67,7 @@ def _setup(model_name: str, tokens: int, threads: int):
 
 
 def memory_child(model_name: str, tokens: int, threads: int) -> None:
-    from bench.langneurons import stats
+    from bench.families.langneurons import stats
 
     m, docs = _setup(model_name, tokens, threads)
     with PeakRss() as peak:
@@ -88,8 +88,8 @@ def main() -> None:
         return
     import torch
 
-    from bench.langneurons import edit, stats
-    from bench.langneurons import text as tx
+    from bench.families.langneurons import edit, stats
+    from bench.families.langneurons import text as tx
 
     m, docs = _setup(args.model, args.tokens, args.threads)
     n_tok = sum(len(d) for d in docs)

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.store import cache_root
+from bench.core.store import cache_root
 
 
 def main() -> None:

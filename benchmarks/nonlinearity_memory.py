@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.linearity import GramStats, solve, stacked_reference, token_errors  # noqa: E402
+from bench.families.microscope.linearity import GramStats, solve, stacked_reference, token_errors  # noqa: E402
 
 BATCH = 256
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 
-
 def pytest_addoption(parser):
     parser.addoption("--device", default="cpu", choices=["cpu", "cuda"], help="device for model tests")
 

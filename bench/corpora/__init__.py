@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from bench.errors import SpecError
-from bench.spec import did_you_mean
+from bench.core.errors import SpecError
+from bench.core.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -21,33 +21,27 @@ class Source:
     fingerprint: Callable[[str], str]  # variant -> content identity
 
 
-_SOURCES: dict[str, Source] = {}
+def _discover() -> None:
+    from bench.core.registry import import_submodules
+
+    import_submodules(__name__)
+
+
+SOURCES: Registry[Source] = Registry("corpus source", _discover)
 
 
 def source_def(name: str, *, version: int, fingerprint: Callable[[str], str] | None = None):
     def wrap(fn: Callable[[str], list[str]]):
-        if name in _SOURCES:
-            raise ValueError(f"corpus source '{name}' is registered twice")
-        _SOURCES[name] = Source(name, version, fn, fingerprint or (lambda variant: variant))
+        SOURCES.add(name, Source(name, version, fn, fingerprint or (lambda variant: variant)))
         return fn
 
     return wrap
 
 
-def _all() -> dict[str, Source]:
-    from bench.registry import import_submodules
-
-    import_submodules(__name__)
-    return _SOURCES
-
-
 def split(corpus: str) -> tuple[Source, str]:
     name, _, variant = corpus.partition(":")
-    sources = _all()
-    if name not in sources:
-        raise SpecError(f"unknown corpus source '{name}' in '{corpus}'" + did_you_mean(name, sources)
-                        + f" (known: {', '.join(sorted(sources))})", key="data.corpus")
-    return sources[name], variant
+    source = SOURCES.get(name, on_error=lambda msg: SpecError(f"{msg} in '{corpus}'", key="data.corpus"))
+    return source, variant
 
 
 def load(corpus: str) -> list[str]:

@@ -35,7 +35,7 @@ ENGLISH = (
 @source_def("builtin", version=1)
 def builtin(variant: str) -> list[str]:
     if variant not in ("english", ""):
-        from bench.errors import SpecError
+        from bench.core.errors import SpecError
 
         raise SpecError(f"unknown builtin corpus '{variant}' (known: english)", key="data.corpus")
     return list(ENGLISH)

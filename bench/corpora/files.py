@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.core.errors import SpecError
+from bench.core.store import sha256_file
 from bench.corpora import source_def
-from bench.errors import SpecError
-from bench.store import sha256_file
 
 
 def _path(variant: str) -> Path:

@@ -19,8 +19,8 @@ import os
 import re
 from pathlib import Path
 
+from bench.core.errors import SpecError
 from bench.corpora import parallel, source_def
-from bench.errors import SpecError
 
 VERSION = 2
 MIN_WORDS = 5

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.core.errors import BenchError, SpecError
 from bench.corpora import source_def
-from bench.errors import BenchError, SpecError
 
 CLASSES = ("determiner", "preposition", "punctuation", "noun", "verb", "adjective", "adverb", "pronoun",
            "number", "other")

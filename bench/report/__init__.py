@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.store import atomic_write_bytes, find_run, load_record
+from bench.core.store import atomic_write_bytes, find_run, load_record
 
 
 def render(run: str | Path, out_dir: Path, *, pdf: bool = True) -> list[Path]:

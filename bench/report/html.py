@@ -10,9 +10,9 @@ from typing import Any
 
 import jinja2
 
+from bench.core.store import load_cell_frame
 from bench.report import charts
 from bench.report.words import describe
-from bench.store import load_cell_frame
 
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")

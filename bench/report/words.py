@@ -47,7 +47,7 @@ def describe(rule: str, params: Mapping[str, Any]) -> str:
         return "all of: " + "; ".join(f"({i + 1}) {s}" for i, s in enumerate(parts))
     args = ", ".join(f"{k} = {v}" for k, v in p.items())
     try:
-        from bench import registry
+        from bench.core import registry
 
         doc = registry.rule(rule).doc.rstrip(".")
     except KeyError:

@@ -11,27 +11,29 @@ from typing import Callable
 
 import pandas as pd
 
+from bench.core.registry import Registry
+
 FONT = "Noto Sans"  # the report's CSS uses the same family, so SVG labels measure the same
 WIDTH = 520
 HEIGHT = 220
 
-_CHARTS: dict[str, Callable[[pd.DataFrame], object]] = {}
+def _discover() -> None:
+    from bench.core.registry import import_families
+
+    import_families("charts")
+
+
+CHARTS: Registry[Callable[[pd.DataFrame], object]] = Registry("chart", _discover)
 
 
 def chart_def(probe: str):
-    """Register the chart of probe `probe`."""
+    """Register the chart of probe `probe` (in a family's ``charts.py``)."""
 
     def wrap(fn):
-        if probe in _CHARTS:
-            raise ValueError(f"chart for probe '{probe}' is registered twice")
-        _CHARTS[probe] = fn
-        return fn
+        return CHARTS.add(probe, fn)
 
     return wrap
 
 
 def chart_for(probe: str) -> Callable[[pd.DataFrame], object] | None:
-    from bench.registry import import_submodules
-
-    import_submodules(__name__)
-    return _CHARTS.get(probe)
+    return CHARTS.find(probe)

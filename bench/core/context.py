@@ -1,0 +1,34 @@
+"""What a probe receives besides its parameters: the model, the seed, the cache, a progress callback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bench.core.store import Cache
+
+
+@dataclass
+class ProbeContext:
+    model: Any  # bench.models.LoadedModel, or None for probes that bring their own models
+    seed: int
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    cache: Cache | None = None
+    progress: Callable[[float, str], None] = lambda fraction, message="": None
+
+    def generator(self, stream: int = 0) -> torch.Generator:
+        """A CPU generator seeded from the run seed; `stream` separates independent draws of one probe."""
+        return torch.Generator().manual_seed(self.seed * 1_000_003 + stream)
+
+    def rng(self, stream: int = 0) -> np.random.Generator:
+        return np.random.default_rng([self.seed, stream])
+
+    def memo(self, parts: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """A sub-result cached by `parts` (which must name everything it depends on)."""
+        if self.cache is None:
+            return compute()
+        return self.cache.memo(parts, compute)

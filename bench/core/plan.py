@@ -1,0 +1,83 @@
+"""Specs × models × seeds → cells, and the cache key of each cell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from bench import corpora
+from bench.core import registry
+from bench.core.errors import UsageError
+from bench.core.spec import Spec, check_spec
+
+PROFILES = ("smoke", "full")
+MODEL_SETS = ("default", "paper")
+
+
+@dataclass(frozen=True)
+class Cell:
+    spec: Spec  # with its profile applied
+    model: str
+    seed: int
+
+    @property
+    def probe(self) -> registry.ProbeInfo:
+        return registry.probe(self.spec.probe)
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.id} × {self.model}"
+
+
+def default_profile(device_type: str) -> str:
+    """`smoke` on a CPU, paper scale (`full`) on an accelerator."""
+    return "smoke" if device_type == "cpu" else "full"
+
+
+def models_for(spec: Spec, choice: tuple[str, ...]) -> tuple[str, ...]:
+    """The models a spec runs on: its `default` or `paper` set, or the names given on the command line."""
+    if choice == ("default",):
+        return spec.models_default
+    if choice == ("paper",):
+        return spec.models_paper
+    return tuple(choice)
+
+
+def build(specs: Iterable[Spec], models: tuple[str, ...], profile: str, seeds: tuple[int, ...]) -> list[Cell]:
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile '{profile}' (known: {', '.join(PROFILES)})")
+    cells = []
+    for spec in specs:
+        check_spec(spec)
+        applied = spec.with_profile(profile)
+        for model in models_for(spec, models):
+            for seed in seeds:
+                cells.append(Cell(applied, model, seed))
+    return cells
+
+
+def data_fingerprint(params: dict[str, Any]) -> dict[str, str]:
+    """Identity of the text each `corpus` parameter names (file contents hashed)."""
+    return {k: corpora.fingerprint(v) for k, v in sorted(params.items())
+            if k == "corpus" or (k.endswith("_corpus") and isinstance(v, str))}
+
+
+def cache_parts(cell: Cell, model_fingerprint: str | None, device_type: str, dtype: str) -> dict[str, Any]:
+    """Everything that determines a cell's frame.  The verdict rule is not part of it: verdicts are recomputed."""
+    import torch
+    import transformers
+
+    info = cell.probe
+    params = cell.spec.probe_params()
+    return {
+        "probe": info.name,
+        "probe_version": info.version,
+        "params": params,
+        "data": data_fingerprint(params),
+        "model": model_fingerprint if info.uses_model else None,
+        "seed": cell.seed,
+        "device": device_type,
+        "dtype": dtype,
+        "torch": ".".join(torch.__version__.split(".")[:2]),
+        "transformers": ".".join(transformers.__version__.split(".")[:2]),
+    }

@@ -1,0 +1,288 @@
+"""Registries of probes (measurements) and verdict rules, keyed by the names specs use.
+
+A probe is a function ``fn(ctx, *, param: type = default, …) -> DataFrame`` registered with
+:func:`probe_def`; a rule is ``fn(frame, *, param: type = default, …) -> Verdict`` registered with
+:func:`rule_def`.  Their keyword-only parameters, with type annotations, are the parameters a spec may set:
+the registry checks a spec's values against them before anything runs.  Registering a name twice is an error;
+an unknown name gets a "did you mean".
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Iterator, Literal, Mapping, TypeVar
+
+from bench.core.errors import did_you_mean
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Named things of one kind (probes, rules, charts, corpus sources), filled by decorators at import time.
+
+    `discover` imports the modules whose decorators fill it; it runs before the first lookup.  Registering a
+    name twice is an error; an unknown name gets a "did you mean" and the list of known names.
+    """
+
+    def __init__(self, kind: str, discover: Callable[[], None]):
+        self.kind = kind
+        self._discover = discover
+        self._items: dict[str, T] = {}
+
+    def add(self, name: str, item: T) -> T:
+        if name in self._items:
+            raise ValueError(f"{self.kind} '{name}' is registered twice")
+        self._items[name] = item
+        return item
+
+    def get(self, name: str, on_error: Callable[[str], Exception] | None = None) -> T:
+        items = self.all()
+        if name not in items:
+            msg = (f"unknown {self.kind} '{name}'" + did_you_mean(name, items)
+                   + f" (known: {', '.join(sorted(items))})")
+            raise (on_error or KeyError)(msg)
+        return items[name]
+
+    def find(self, name: str) -> T | None:
+        return self.all().get(name)
+
+    def all(self) -> dict[str, T]:
+        self._discover()
+        return dict(self._items)
+
+
+@functools.cache
+def import_submodules(package: str, skip: tuple[str, ...] = ()) -> None:
+    """Import every module of `package` once (but those named in `skip`), so its registering decorators run."""
+    pkg = importlib.import_module(package)
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name not in skip:
+            importlib.import_module(f"{package}.{mod.name}")
+
+
+def families() -> tuple[str, ...]:
+    """The claim families: one package each under ``bench.families``."""
+    import bench.families as fam
+
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(fam.__path__) if m.ispkg))
+
+
+@functools.cache
+def import_families(kind: str) -> None:
+    """Import, in every family, the modules that register `kind`: its charts for ``"charts"``, every other
+    module for ``"measure"`` (probes, kernels and family rules).  The core never names a family."""
+    for family in families():
+        package = f"bench.families.{family}"
+        if kind == "charts":
+            if importlib.util.find_spec(f"{package}.charts") is not None:
+                importlib.import_module(f"{package}.charts")
+        else:
+            import_submodules(package, skip=("charts",))
+
+
+def _discover_measure() -> None:
+    import_submodules("bench.stats")
+    import_families("measure")
+
+
+PROBES: Registry["ProbeInfo"] = Registry("probe", _discover_measure)
+RULES: Registry["RuleInfo"] = Registry("rule", _discover_measure)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    annotation: Any
+    required: bool
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class _Callable:
+    name: str
+    fn: Callable
+    params: Mapping[str, Param]
+
+    @property
+    def doc(self) -> str:
+        return inspect.cleandoc(self.fn.__doc__ or "").split("\n\n")[0]
+
+    def check(self, values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+        """Problems with `values` as (name, value, message); empty when they fit the signature."""
+        problems = []
+        for name, value in values.items():
+            if name not in self.params:
+                problems.append((name, value, f"unknown parameter '{name}' for '{self.name}'"
+                                 + did_you_mean(name, self.params)))
+                continue
+            bad = type_problem(value, self.params[name].annotation)
+            if bad:
+                problems.append((name, value, f"'{name}' {bad}"))
+        for p in self.params.values():
+            if p.required and p.name not in values:
+                problems.append((p.name, None, f"'{self.name}' needs parameter '{p.name}'"))
+        return problems
+
+
+@dataclass(frozen=True)
+class ProbeInfo(_Callable):
+    version: int = 1
+    schema: Any = None  # a pandera DataFrameModel
+    metrics: tuple[str, ...] = ()  # metric names the probe's frame may hold
+    uses_model: bool = True
+
+
+@dataclass(frozen=True)
+class RuleInfo(_Callable):
+    nested: str | None = None  # name of a parameter that holds a list of sub-rule tables ("all")
+
+    def check_all(self, values: Mapping[str, Any], spec) -> None:
+        """Raise SpecError for the first problem, recursing into nested sub-rules."""
+        from bench.core.errors import SpecError
+
+        _check_rule(self, values, spec, "verdict", SpecError)
+
+
+def _check_rule(info: "RuleInfo", values: Mapping[str, Any], spec, where: str, SpecError) -> None:
+    for name, _, problem in info.check(values):
+        raise SpecError(problem, path=spec.path, key=f"{where}.{name}")
+    metrics = probe(spec.probe).metrics
+    for key, value in _walk(values):
+        if key == "metric" and isinstance(value, str) and metrics and value not in metrics:
+            raise SpecError(f"probe '{spec.probe}' has no metric '{value}'" + did_you_mean(value, metrics)
+                            + f" (it has: {', '.join(metrics)})", path=spec.path, key=f"{where}.metric")
+    if info.nested:
+        for i, sub in enumerate(values.get(info.nested, [])):
+            sub = dict(sub)
+            sub_where = f"{where}.{info.nested}[{i}]"
+            if "rule" not in sub:
+                raise SpecError("missing required key 'rule'", path=spec.path, key=f"{sub_where}.rule")
+            name = sub.pop("rule")
+            sub_info = rule(name, on_error=lambda m: SpecError(m, path=spec.path, key=f"{sub_where}.rule"))
+            _check_rule(sub_info, sub, spec, sub_where, SpecError)
+
+
+def _walk(value: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if k == "of":
+                continue  # sub-rules are checked on their own
+            yield k, v
+            yield from _walk(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _walk(v)
+
+
+def _params(fn: Callable, skip_first: bool = True) -> dict[str, Param]:
+    hints = typing.get_type_hints(fn)
+    out = {}
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY:
+            continue
+        if p.name not in hints:
+            raise TypeError(f"{fn.__qualname__}: parameter '{p.name}' needs a type annotation")
+        required = p.default is inspect.Parameter.empty
+        out[p.name] = Param(p.name, hints[p.name], required, None if required else p.default)
+    return out
+
+
+def probe_def(name: str, *, version: int, schema: Any, metrics: tuple[str, ...] = (), uses_model: bool = True):
+    """Register a probe under `name`.  Bump `version` whenever its output for the same input changes."""
+
+    def wrap(fn: Callable) -> Callable:
+        PROBES.add(name, ProbeInfo(name=name, fn=fn, params=types.MappingProxyType(_params(fn)), version=version,
+                                   schema=schema, metrics=tuple(metrics), uses_model=uses_model))
+        return fn
+
+    return wrap
+
+
+def rule_def(name: str, *, nested: str | None = None):
+    """Register a verdict rule under `name`."""
+
+    def wrap(fn: Callable) -> Callable:
+        RULES.add(name, RuleInfo(name=name, fn=fn, params=types.MappingProxyType(_params(fn)), nested=nested))
+        return fn
+
+    return wrap
+
+
+def probe(name: str, on_error: Callable[[str], Exception] | None = None) -> ProbeInfo:
+    return PROBES.get(name, on_error)
+
+
+def rule(name: str, on_error: Callable[[str], Exception] | None = None) -> RuleInfo:
+    return RULES.get(name, on_error)
+
+
+def probes() -> dict[str, ProbeInfo]:
+    return PROBES.all()
+
+
+def rules() -> dict[str, RuleInfo]:
+    return RULES.all()
+
+
+# ── value checking against annotations ──────────────────────────────────────────────────────────────────────
+
+def type_problem(value: Any, annotation: Any) -> str | None:
+    """None when `value` (as TOML gives it) fits `annotation`; else a short description of the mismatch."""
+    ok = _fits(value, annotation)
+    return None if ok else f"must be {_describe(annotation)}, got {type(value).__name__} ({value!r:.40})"
+
+
+def _fits(value: Any, ann: Any) -> bool:
+    if ann is Any:
+        return True
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is Literal:
+        return value in args
+    if ann is type(None):
+        return value is None
+    if ann is bool:
+        return isinstance(value, bool)
+    if ann is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if ann is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ann is str:
+        return isinstance(value, str)
+    if origin in (list, tuple) or ann in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False
+        inner = args[0] if args else Any
+        return all(_fits(v, inner) for v in value)
+    if origin in (dict, Mapping) or ann in (dict, Mapping) or origin is typing.Mapping:
+        if not isinstance(value, Mapping):
+            return False
+        inner = args[1] if len(args) == 2 else Any
+        return all(isinstance(k, str) and _fits(v, inner) for k, v in value.items())
+    return isinstance(value, ann) if isinstance(ann, type) else True
+
+
+def _describe(ann: Any) -> str:
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if ann is type(None):
+        return "absent"
+    if origin in (list, tuple):
+        return f"a list of {_describe(args[0])}" if args else "a list"
+    if origin in (dict, Mapping) or origin is typing.Mapping:
+        return "a table"
+    return getattr(ann, "__name__", str(ann))
+

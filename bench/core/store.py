@@ -1,0 +1,239 @@
+"""Run records and the content-addressed frame cache.  Every write is atomic (temp file, fsync, rename).
+
+Cache layout, under ``$BENCH_CACHE`` (default ``~/.cache/bench``)::
+
+    frames/<k[:2]>/<k>.parquet    the frame
+    frames/<k[:2]>/<k>.json       its sha256 and the parts of the key; written last, so it marks a complete entry
+
+An entry whose parquet is missing, whose checksum differs, or that no longer parses or validates is reported,
+deleted and recomputed — never trusted.
+
+Run layout::
+
+    runs/<run-id>/record.json                     rewritten after every cell; status "running" until the end
+    runs/<run-id>/frames/<spec-id>/<model>.parquet
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from bench.core.errors import StoreError, UsageError
+
+RECORD_FORMAT = 1
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read the process umask once (there is no way to read it without setting it)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BENCH_CACHE") or Path.home() / ".cache" / "bench")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def key_of(parts: dict[str, Any]) -> str:
+    """The cache key: sha256 of the canonical JSON of everything that determines a frame."""
+    return sha256_bytes(json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode())
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, ensure_ascii=False, default=str) + "\n").encode())
+
+
+def frame_bytes(frame: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def read_frame(data: bytes) -> pd.DataFrame:
+    return pd.read_parquet(io.BytesIO(data))
+
+
+# ── the cache ──────────────────────────────────────────────────────────────────────────────────────────────
+
+class Cache:
+    """Content-addressed frames.  `warn` receives a one-line message when an entry is found corrupt."""
+
+    def __init__(self, root: Path | None = None, warn: Callable[[str], None] | None = None):
+        self.root = Path(root) if root else cache_root()
+        self.warn = warn or (lambda msg: None)
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        d = self.root / "frames" / key[:2]
+        return d / f"{key}.parquet", d / f"{key}.json"
+
+    def get(self, key: str, validate: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> pd.DataFrame | None:
+        data_path, meta_path = self._paths(key)
+        if not meta_path.exists():
+            return None
+        try:
+            meta = json.loads(meta_path.read_text())
+            data = data_path.read_bytes()
+            if sha256_bytes(data) != meta["sha256"]:
+                raise ValueError("checksum mismatch")
+            frame = read_frame(data)
+            frame.attrs.update(meta.get("attrs", {}))
+            return validate(frame) if validate else frame
+        except Exception as exc:  # noqa: BLE001 - any damage means: recompute
+            self.warn(f"cache entry {key[:12]} is corrupt ({type(exc).__name__}: {str(exc)[:80]}); recomputing")
+            self.drop(key)
+            return None
+
+    def put(self, key: str, frame: pd.DataFrame, parts: dict[str, Any]) -> None:
+        data = frame_bytes(frame)
+        data_path, meta_path = self._paths(key)
+        atomic_write_bytes(data_path, data)
+        atomic_write_json(meta_path, {"sha256": sha256_bytes(data), "parts": parts, "attrs": _attrs(frame),
+                                      "written": now()})
+
+    def drop(self, key: str) -> None:
+        for p in self._paths(key):
+            p.unlink(missing_ok=True)
+
+    def memo(self, parts: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """Cached sub-result: return the frame stored under `parts`, computing and storing it if absent."""
+        key = key_of({"memo": parts})
+        frame = self.get(key)
+        if frame is None:
+            frame = compute()
+            self.put(key, frame, {"memo": parts})
+        return frame
+
+
+def _attrs(frame: pd.DataFrame) -> dict[str, Any]:
+    try:
+        return json.loads(json.dumps(frame.attrs, default=str))
+    except (TypeError, ValueError):
+        return {}
+
+
+# ── run records ────────────────────────────────────────────────────────────────────────────────────────────
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of a model name or path."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", name.strip("/")).strip("._")
+    return s[:80] or "model"
+
+
+def new_run_id() -> str:
+    """Sortable by start time (to the millisecond), unique by a random suffix."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")[:-3] + "-" + secrets.token_hex(2)
+
+
+@dataclass
+class RunWriter:
+    """Writes one run's folder.  The record is rewritten, atomically, after every cell."""
+
+    dir: Path
+    record: dict[str, Any]
+
+    @classmethod
+    def create(cls, runs_dir: Path, header: dict[str, Any]) -> "RunWriter":
+        run_id = new_run_id()
+        d = Path(runs_dir) / run_id
+        try:
+            d.mkdir(parents=True, exist_ok=False)
+            probe = d / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise UsageError(f"cannot write runs dir '{runs_dir}': {exc.strerror or exc}") from None
+        record = {"format": RECORD_FORMAT, "run_id": run_id, "status": "running", "started": now(), "ended": None,
+                  **header, "cells": []}
+        writer = cls(d, record)
+        writer.flush()
+        return writer
+
+    def frame_path(self, spec_id: str, model: str) -> Path:
+        return self.dir / "frames" / spec_id / f"{slug(model)}.parquet"
+
+    def add(self, cell: dict[str, Any], frame: pd.DataFrame | None) -> None:
+        if frame is not None:
+            path = self.frame_path(cell["spec"]["id"], cell["model"])
+            atomic_write_bytes(path, frame_bytes(frame))
+            cell["frame"] = str(path.relative_to(self.dir))
+        self.record["cells"].append(cell)
+        self.flush()
+
+    def finish(self, status: str, verdicts: list[dict[str, Any]] | None = None) -> None:
+        if verdicts is not None:
+            for cell, verdict in zip(self.record["cells"], verdicts):
+                cell["verdict"] = verdict
+        self.record["status"] = status
+        self.record["ended"] = now()
+        self.flush()
+
+    def flush(self) -> None:
+        atomic_write_json(self.dir / "record.json", self.record)
+
+
+def find_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
+    """A run folder from its path, its record.json path, or its id under `runs_dir`."""
+    p = Path(run)
+    for cand in (p, p.parent if p.name == "record.json" else None, Path(runs_dir) / str(run)):
+        if cand is not None and (cand / "record.json").is_file():
+            return cand
+    raise StoreError(f"no run record at '{run}' (looked for {p}/record.json and {Path(runs_dir) / str(run)}/record.json)")
+
+
+def load_record(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "record.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise StoreError(f"cannot read run record {path}: {exc}") from None
+    if record.get("format") != RECORD_FORMAT or "cells" not in record:
+        raise StoreError(f"{path} is not a bench run record (format {record.get('format')!r})")
+    return record
+
+
+def load_cell_frame(run_dir: Path, cell: dict[str, Any]) -> pd.DataFrame | None:
+    rel = cell.get("frame")
+    if not rel:
+        return None
+    try:
+        return pd.read_parquet(Path(run_dir) / rel)
+    except Exception as exc:  # noqa: BLE001
+        raise StoreError(f"cannot read frame {rel} of run {Path(run_dir).name}: {exc}") from None

@@ -1,0 +1,46 @@
+"""Norm folding: fold every LayerNorm/RMSNorm scale (and bias) into the linear layers that read it, then
+compare the logits of the folded and the original model on the same text."""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from bench import corpora
+from bench.core.registry import probe_def
+from bench.core.schemas import SampleMetrics
+from bench.models import folding
+
+METRICS = ("rel_logit_diff", "abs_logit_diff", "argmax_agreement", "norms_folded", "norms_left")
+
+
+@probe_def("norm_folding", version=1, schema=SampleMetrics, metrics=METRICS)
+def norm_folding(ctx, *, corpus: str = "builtin:english", n_texts: int = 16, max_tokens: int = 64) -> pd.DataFrame:
+    """Per text: max |Δlogit| / max |logit|, max |Δlogit| and the share of positions whose argmax agrees."""
+    m = ctx.model
+    texts = corpora.load(corpus)[:n_texts]
+    if not texts:
+        raise ValueError(f"corpus {corpus} holds no text")
+    ctx.progress(0.0, "folding norms")
+    folded, report = folding.folded_copy(m.hf)
+    rows = []
+    with torch.no_grad():
+        for i, text in enumerate(texts):
+            enc = m.tokenizer(text, return_tensors="pt", truncation=True, max_length=max_tokens)
+            ids = enc["input_ids"].to(m.device)
+            a = m.hf(input_ids=ids, use_cache=False).logits.float()[0]  # (T, V)
+            b = folded(input_ids=ids, use_cache=False).logits.float()[0]  # (T, V)
+            diff = (a - b).abs().max().item()
+            scale = a.abs().max().item()
+            agree = (a.argmax(-1) == b.argmax(-1)).float().mean().item()
+            rows += [(i, "rel_logit_diff", diff / scale), (i, "abs_logit_diff", diff),
+                     (i, "argmax_agreement", agree)]
+            ctx.progress((i + 1) / len(texts), "comparing logits")
+    del folded
+    rows += [(None, "norms_folded", float(len(report.folded))), (None, "norms_left", float(len(report.left)))]
+    frame = pd.DataFrame(rows, columns=["sample", "metric", "value"])
+    frame["sample"] = frame["sample"].astype("Int64")
+    frame.attrs["notes"] = [f"folded {len(report.folded)} norms into their consumers"
+                            + (f"; {len(report.left)} norms have no linear consumer and stay as they are"
+                               f" (e.g. {report.left[0]})" if report.left else "")]
+    return frame

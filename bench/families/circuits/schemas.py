@@ -1,0 +1,29 @@
+"""Frame schemas of the circuits probes."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from bench.core.schemas import Tidy
+
+
+class HeadScores(Tidy):
+    """Per-head and per-sample numbers of one or more subjects (the model itself, or toy models)."""
+
+    subject: Series[str] = pa.Field(nullable=True)
+    sample: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    head: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+
+
+class Composition(Tidy):
+    """Composition scores between an earlier (source) head and a later (target) head, and their baseline."""
+
+    kind: Series[str] = pa.Field(isin=["observed", "baseline", "candidate", "head"])
+    layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    head: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    src_layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    src_head: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    sample: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)

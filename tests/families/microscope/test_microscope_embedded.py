@@ -1,0 +1,55 @@
+"""The microscope probes on the real embedded SmolLM2 (small budgets): parity, sanity and frame shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench import models
+from bench.core import registry, schemas
+from bench.core.context import ProbeContext
+from bench.core.store import Cache
+
+pytestmark = pytest.mark.embedded
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    if models.cache_state("smollm2-135m") != "ready":
+        pytest.skip("embedded model smollm2-135m is not prepared (make setup)")
+    return models.load(models.resolve("smollm2-135m"))
+
+
+def _run(m, tmp_path, probe: str, **params):
+    info = registry.probe(probe)
+    ctx = ProbeContext(model=m, seed=0, cache=Cache(tmp_path / "frames"))
+    return schemas.validate(info.fn(ctx, **params), info.schema, info.metrics)
+
+
+def test_real_model_states_equal_output_hidden_states(smollm):
+    from bench.families.microscope.layerpass import block_states
+
+    ids = torch.tensor([smollm.tokenizer("The capital of Germany is Berlin.")["input_ids"]])
+    states, _ = block_states(smollm, ids, torch.ones_like(ids))
+    with torch.no_grad():
+        ref = smollm.hf(input_ids=ids, output_hidden_states=True).hidden_states
+    for l in range(len(ref) - 1):
+        assert torch.allclose(states[l], ref[l], atol=1e-4)
+
+
+def test_family_on_the_real_model(smollm, tmp_path):
+    data = {"corpus": "brown:all", "n_texts": 8, "max_tokens": 20, "micro_batch": 8}
+    lin = _run(smollm, tmp_path, "nonlinearity", **data)
+    assert (lin["metric"] == "linearity").sum() == smollm.arch.n_layers  # every pair, the last one included
+    cen = _run(smollm, tmp_path, "centrality", **data)
+    assert cen["layer"].nunique() == smollm.arch.n_layers + 1
+    lens = _run(smollm, tmp_path, "logit_lens", corpus="brown:all", n_texts=2, max_tokens=20)
+    assert lens[lens["metric"] == "lens_final_gap"]["value"].max() < 1e-3
+    assert lens[lens["metric"] == "model_loss"]["value"].mean() < 8  # a real model, not noise
+    ctxf = _run(smollm, tmp_path, "contextualization", **data, n_eval=2, n_train=2, steps=1, texts_per_step=1,
+                positions_per_text=2, control_texts=1, max_prefix=4)
+    assert {"context_loss", "token_error_mean", "decoder_loss_ratio"} <= set(ctxf["metric"])
+    qa = _run(smollm, tmp_path, "token_removal", n_questions=4, max_new_tokens=3)
+    assert set(qa["condition"].dropna()) == {"original", "no_stopwords", "no_punctuation", "no_articles"}
+    pair = _run(smollm, tmp_path, "context_pair", **data)
+    assert pair.empty and "no pair is invented" in pair.attrs["notes"][0]
