@@ -193,5 +193,32 @@ def diff(run_a, run_b, runs_dir, html_out):
         click.echo(f"diff: {html_out}")
 
 
+@main.command(help="Model A against model B on the claims both runs measured: a paired bootstrap of A − B "
+                   "over the units the two frames share, with Benjamini–Hochberg over the claims.")
+@click.argument("run_a")
+@click.argument("run_b", required=False)
+@click.option("--a", "model_a", default=None, help="The model of RUN_A to compare (needed when it has several).")
+@click.option("--b", "model_b", default=None, help="The model of RUN_B (default: RUN_A) to compare.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Also write an HTML page.")
+@_guard
+def compare(run_a, run_b, model_a, model_b, runs_dir, seed, html_out):
+    from bench.core.compare import compare_runs
+    from bench.core.store import find_run, load_record
+    from bench.ui import print_compare
+
+    dir_a = find_run(run_a, runs_dir)
+    dir_b = find_run(run_b, runs_dir) if run_b else dir_a
+    a, b = load_record(dir_a), load_record(dir_b)
+    ma, mb, rows = compare_runs(a, dir_a, b, dir_b, model_a=model_a, model_b=model_b, seed=seed)
+    print_compare(rows, ma, mb)
+    if html_out:
+        from bench.report import render_compare
+
+        render_compare(rows, ma, mb, a, b, html_out)
+        click.echo(f"compare: {html_out}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

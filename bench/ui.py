@@ -135,3 +135,16 @@ def print_diff(rows: list[dict[str, Any]], a: str, b: str) -> None:
                   fmt(r["estimate_b"]))
     OUT.print(t)
     OUT.print(f"{len(rows)} changed cells")
+
+
+def print_compare(rows, model_a: str, model_b: str) -> None:
+    t = Table(title=f"{model_a} (A) − {model_b} (B)")
+    for col in ("claim", "metric", "A", "B", "A − B [95% CI]", "p (BH)", "n", "unit"):
+        t.add_column(col, no_wrap=col == "claim")
+    for r in rows:
+        ci = f" [{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if r.ci_low is not None else ""
+        t.add_row(r.claim, r.metric or "—", fmt(r.mean_a), fmt(r.mean_b), fmt(r.difference) + ci,
+                  fmt(r.p_adjusted), str(r.n_units), r.unit if not r.note else f"{r.unit} ({r.note})")
+    OUT.print(t)
+    differ = sum(1 for r in rows if r.p_adjusted is not None and r.p_adjusted < 0.05)
+    OUT.print(f"{len(rows)} claims compared; {differ} differ at BH-adjusted p < 0.05")

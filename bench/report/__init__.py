@@ -32,3 +32,10 @@ def render_diff(rows: list[dict[str, Any]], a: dict[str, Any], b: dict[str, Any]
 
     atomic_write_bytes(Path(path), render_diff_html(rows, a, b).encode("utf-8"))
     return Path(path)
+
+
+def render_compare(rows, model_a: str, model_b: str, a: dict[str, Any], b: dict[str, Any], path: Path) -> Path:
+    from bench.report.html import render_compare_html
+
+    atomic_write_bytes(Path(path), render_compare_html(rows, model_a, model_b, a, b).encode("utf-8"))
+    return Path(path)
