@@ -12,6 +12,7 @@ import jinja2
 
 from bench.core.store import load_cell_frame
 from bench.report import charts
+from bench.report.references import nearest, placement_chart
 from bench.report.words import describe
 
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
@@ -41,8 +42,6 @@ def fmt_number(x: Any, digits: int = 3) -> str:
 
 def chart_svg(run_dir: Path, cell: dict[str, Any]) -> tuple[str | None, str | None]:
     """(svg, None) for the cell's chart; (None, reason) when there is none."""
-    import vl_convert as vlc
-
     fn = charts.chart_for(cell["probe"]["name"])
     if fn is None:
         return None, "no chart for this probe"
@@ -53,11 +52,26 @@ def chart_svg(run_dir: Path, cell: dict[str, Any]) -> tuple[str | None, str | No
         chart = fn(frame)
         if chart is None:
             return None, "nothing to draw"
-        spec = chart.configure(font=charts.FONT).configure_view(stroke=None).to_json()
         prefix = "c" + (cell.get("cache_key") or f"{cell['spec']['id']}-{cell['model']}")[:10]
-        return scope_ids(vlc.vegalite_to_svg(spec), prefix), None
+        return to_svg(chart, prefix), None
     except Exception as exc:  # noqa: BLE001 - a chart problem must not lose the report
         return None, f"chart failed: {type(exc).__name__}: {str(exc)[:160]}"
+
+
+def to_svg(chart, prefix: str) -> str:
+    import vl_convert as vlc
+
+    spec = chart.configure(font=charts.FONT).configure_view(stroke=None).to_json()
+    return scope_ids(vlc.vegalite_to_svg(spec), prefix)
+
+
+def placement_svg(spec: dict[str, Any], cells: dict[str, dict[str, Any]]) -> str | None:
+    """The measured-among-published chart of one claim, or None (no shared metric, or it failed to draw)."""
+    try:
+        chart = placement_chart(spec, cells)
+        return None if chart is None else to_svg(chart, "p" + spec["hash"][:10])
+    except Exception:  # noqa: BLE001 - a chart problem must not lose the report
+        return None
 
 
 def scope_ids(svg: str, prefix: str) -> str:
@@ -76,14 +90,14 @@ def scope_ids(svg: str, prefix: str) -> str:
 
 def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool) -> dict[str, Any]:
     v = cell.get("verdict") or {}
-    refs = [r for r in cell["spec"].get("references", []) if r["model"] == cell["model"]]
+    ref = nearest(cell["spec"].get("references", []), v.get("metric"), v.get("estimate"))
     svg, chart_note = chart_svg(run_dir, cell) if with_chart and cell.get("frame") else (None, None)
     return {
         "model": cell["model"], "outcome": v.get("outcome", "ERROR"), "reason": v.get("reason", ""),
         "estimate": v.get("estimate"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high"),
         "p": v.get("p_value"), "p_adj": v.get("p_adjusted"), "n": v.get("n"), "effect": v.get("effect"),
         "effect_name": v.get("effect_name"), "threshold": v.get("threshold"), "metric": v.get("metric"),
-        "parts": v.get("parts", []), "references": refs, "svg": svg, "chart_note": chart_note,
+        "parts": v.get("parts", []), "reference": ref, "svg": svg, "chart_note": chart_note,
         "notes": cell.get("notes", []), "failure_cases": cell.get("failure_cases", []),
         "timings": cell.get("timings", {}), "cache_key": cell.get("cache_key"), "cache_hit": cell.get("cache_hit"),
         "fingerprint": cell.get("fingerprint"), "model_ref": cell.get("model_ref"),
@@ -97,8 +111,11 @@ def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) 
     for cell in cells:
         spec = cell["spec"]
         claim = claims.setdefault(spec["id"], {
-            "spec": spec, "rule_words": describe(spec["rule"], spec["verdict"]), "cells": {}})
+            "spec": spec, "rule_words": describe(spec["rule"], spec["verdict"]), "cells": {}, "placement_svg": None})
         claim["cells"][cell["model"]] = _cell_view(run_dir, cell, with_charts)
+    if with_charts:
+        for claim in claims.values():
+            claim["placement_svg"] = placement_svg(claim["spec"], claim["cells"])
     families: dict[str, list[dict[str, Any]]] = {}
     for claim in claims.values():
         families.setdefault(claim["spec"]["family"], []).append(claim)
