@@ -60,6 +60,9 @@ def _run_options(fn):
         click.option("--fail-on", type=click.Choice(OUTCOMES), multiple=True,
                      help="Exit 1 if any cell has this outcome (repeatable)."),
         click.option("--allow-pickle", is_flag=True, help="Allow pickled (.bin) weights; default safetensors only."),
+        click.option("--control", type=click.Choice(["random-init"]), default=None,
+                     help="Also run every claim on a negative control of each model: the same config and "
+                          "tokenizer with seeded random weights (NAME+random-init)."),
     ]):
         fn = opt(fn)
     return fn
@@ -88,13 +91,14 @@ def audit(model, paths, **kw):
 
 
 def _verify(paths, names, *, audit, profile, device, seed, runs_dir, report_dir, no_pdf, no_report, fail_on,
-            allow_pickle):
+            allow_pickle, control):
     from bench.core import run, spec
     from bench.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, profile=profile, device=device, seed=seed, runs_dir=runs_dir,
-                       allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit)
+                       allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit,
+                       control=control)
     result = run.execute(specs, opts, RichUI())
     print_summary(result.record, result.run_dir)
     if not no_report:

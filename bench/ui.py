@@ -80,14 +80,21 @@ def print_summary(record: dict[str, Any], run_dir: Path) -> None:
     for col, kw in (("claim", {}), ("model", {}), ("outcome", {}), ("estimate [95% CI]", {"justify": "right"}),
                     ("p (BH)", {"justify": "right"}), ("n", {"justify": "right"}), ("s", {"justify": "right"})):
         t.add_column(col, **kw)
+    from bench.models.controls import control_outcomes, flag
+
+    control = control_outcomes(record["cells"])
     counts: dict[str, int] = {}
+    flagged = 0
     for cell in record["cells"]:
         v = cell.get("verdict") or {}
         outcome = v.get("outcome", "?")
         counts[outcome] = counts.get(outcome, 0) + 1
         p = v.get("p_adjusted", v.get("p_value"))
         secs = (cell.get("timings") or {}).get("total_s")
-        t.add_row(cell["spec"]["id"], cell["model"], f"[{STYLE.get(outcome, '')}]{outcome}[/]", estimate_text(v),
+        warn = flag(cell["spec"]["id"], cell["model"], control)
+        flagged += warn is not None
+        shown = f"[{STYLE.get(outcome, '')}]{outcome}[/]" + (f" [bold yellow]⚠ {warn}[/]" if warn else "")
+        t.add_row(cell["spec"]["id"], cell["model"], shown, estimate_text(v),
                   fmt(p), str(v.get("n") or "—"),
                   ("cached" if cell.get("cache_hit") else f"{secs:.1f}") if secs is not None else "—")
     OUT.print(t)
@@ -97,6 +104,9 @@ def print_summary(record: dict[str, Any], run_dir: Path) -> None:
             OUT.print(f"  [dim]{cell['spec']['id']} × {cell['model']}: {v.get('reason', '')}[/]")
     summary = ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items()))
     OUT.print(f"{len(record['cells'])} cells: {summary}   status: {record.get('status')}")
+    if flagged:
+        OUT.print(f"[bold yellow]⚠ {flagged} cells hold on their random-init control too: not evidence about "
+                  f"learned internals[/]")
     OUT.print(f"run record: {Path(run_dir) / 'record.json'}")
 
 

@@ -43,16 +43,24 @@ def models_for(spec: Spec, choice: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(choice)
 
 
-def build(specs: Iterable[Spec], models: tuple[str, ...], profile: str, seeds: tuple[int, ...]) -> list[Cell]:
+def build(specs: Iterable[Spec], models: tuple[str, ...], profile: str, seeds: tuple[int, ...],
+          control: str | None = None) -> list[Cell]:
+    """The cells to run; with `control`, each model's cell is followed by one on its control model."""
+    from bench.models import controls
+
     if profile not in PROFILES:
         raise UsageError(f"unknown profile '{profile}' (known: {', '.join(PROFILES)})")
+    if control is not None and control not in controls.KINDS:
+        raise UsageError(f"unknown control '{control}' (known: {', '.join(controls.KINDS)})")
     cells = []
     for spec in specs:
         check_spec(spec)
         applied = spec.with_profile(profile)
         for model in models_for(spec, models):
-            for seed in seeds:
-                cells.append(Cell(applied, model, seed))
+            names = [model] + ([controls.name_of(model, control)] if control and not controls.base_of(model) else [])
+            for name in names:
+                for seed in seeds:
+                    cells.append(Cell(applied, name, seed))
     return cells
 
 

@@ -36,6 +36,7 @@ class Options:
     allow_pickle: bool = False
     command: str = ""
     audit: str | None = None  # the model an audit is about
+    control: str | None = None  # "random-init": every model also runs as its seeded random-weight control
 
 
 class UI:
@@ -72,7 +73,7 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     ui = ui or UI()
     device = resolve_device(opts.device)
     profile = opts.profile or plan.default_profile(device)
-    cells = plan.build(specs, opts.models, profile, (opts.seed,))
+    cells = plan.build(specs, opts.models, profile, (opts.seed,), opts.control)
     if not cells:
         raise UsageError("nothing to run: no spec lists a model for this choice of --models")
     refs: dict[str, ModelRef | ModelError] = {}
@@ -220,6 +221,7 @@ def _header(opts: Options, device: str, dtype: str, profile: str) -> dict[str, A
         "profile": profile,
         "models_choice": list(opts.models),
         "audit": opts.audit,
+        "control": opts.control,
     }
 
 

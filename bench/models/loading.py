@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -81,9 +81,14 @@ class ModelRef:
     kind: str  # "alias" | "gguf" | "path" | "hub"
     location: str
     note: str = ""
+    control: str | None = None  # "random-init": the same config and tokenizer with seeded random weights
 
     def fingerprint(self) -> str:
         """A content hash of the weights (memoised by file size and mtime), or the hub commit."""
+        if self.control:
+            from bench.models import controls
+
+            return controls.fingerprint(replace(self, control=None).fingerprint(), self.control)
         if self.kind in ("alias", "gguf"):
             return "gguf-sha256:" + _file_hash(self._gguf())
         if self.kind == "path":
@@ -121,6 +126,12 @@ class LoadedModel:
 
 def resolve(name: str) -> ModelRef:
     """Resolve a model name without loading it; raise ModelError naming why nothing matched."""
+    from bench.models import controls
+
+    base, control = controls.split(name)
+    if control:
+        ref = resolve(base)
+        return replace(ref, name=name, control=control, note=f"{ref.note}; {control} control (seed {controls.SEED})")
     if name in ALIASES:
         ALIASES[name].gguf_path()  # raises a clear error when the package is missing
         return ModelRef(name, "alias", name, ALIASES[name].describe)
@@ -158,7 +169,12 @@ def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
     if dev.type == "cuda":
         kwargs["device_map"] = "auto"
     try:
-        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        if ref.control:
+            from bench.models import controls
+
+            model = controls.build(folder, ref.control, kwargs)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
         tok = AutoTokenizer.from_pretrained(folder)
     except OSError as exc:
         hint = " (pickled .bin weights need --allow-pickle)" if "safetensors" in str(exc).lower() else ""

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from bench.core.store import load_cell_frame
+from bench.models.controls import control_outcomes, flag
 from bench.report import charts
 from bench.report.references import nearest, placement_chart
 from bench.report.words import describe
@@ -88,7 +89,8 @@ def scope_ids(svg: str, prefix: str) -> str:
     return pattern.sub(lambda m: m.group(1) + mapping[m.group(2)], svg)
 
 
-def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool) -> dict[str, Any]:
+def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool,
+               control: dict[tuple[str, str], str]) -> dict[str, Any]:
     v = cell.get("verdict") or {}
     ref = nearest(cell["spec"].get("references", []), v.get("metric"), v.get("estimate"))
     svg, chart_note = chart_svg(run_dir, cell) if with_chart and cell.get("frame") else (None, None)
@@ -101,18 +103,21 @@ def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool) -> dict[st
         "notes": cell.get("notes", []), "failure_cases": cell.get("failure_cases", []),
         "timings": cell.get("timings", {}), "cache_key": cell.get("cache_key"), "cache_hit": cell.get("cache_hit"),
         "fingerprint": cell.get("fingerprint"), "model_ref": cell.get("model_ref"),
+        "control_outcome": control.get((cell["spec"]["id"], cell["model"])),
+        "flag": flag(cell["spec"]["id"], cell["model"], control),
     }
 
 
 def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) -> dict[str, Any]:
     cells = record["cells"]
+    control = control_outcomes(cells)
     models = list(dict.fromkeys(c["model"] for c in cells))
     claims: dict[str, dict[str, Any]] = {}
     for cell in cells:
         spec = cell["spec"]
         claim = claims.setdefault(spec["id"], {
             "spec": spec, "rule_words": describe(spec["rule"], spec["verdict"]), "cells": {}, "placement_svg": None})
-        claim["cells"][cell["model"]] = _cell_view(run_dir, cell, with_charts)
+        claim["cells"][cell["model"]] = _cell_view(run_dir, cell, with_charts, control)
     if with_charts:
         for claim in claims.values():
             claim["placement_svg"] = placement_svg(claim["spec"], claim["cells"])
