@@ -205,7 +205,7 @@ def _convert(gguf: Path, target: Path, digest: str) -> None:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".convert-{os.getpid()}-", dir=target.parent))  # pid: see core.upkeep
     try:
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
                                                      **NO_REMOTE_CODE)
