@@ -243,5 +243,6 @@ def summary(root: Path | None = None) -> dict[str, Any]:
         "memos": sum(e.kind == "memo" for e in es),
         "entries_bytes": sum(e.bytes for e in es),
         "models_bytes": folder_bytes(root / "models") if (root / "models").is_dir() else 0,
-        "total_bytes": folder_bytes(root) if root.is_dir() else 0,
+        "total_bytes": sum(folder_bytes(c) if c.is_dir() else c.lstat().st_size for c in root.iterdir())
+        if root.is_dir() else 0,  # each top folder walked on its own: a linked models folder counts too
     }
