@@ -13,13 +13,13 @@ import jinja2
 from bench.core.store import load_cell_frame
 from bench.report import charts
 from bench.report.words import describe
+from bench.resources import templates_dir
 
-TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt_number
     env.filters["paragraphs"] = lambda text: [" ".join(p.split()) for p in str(text).split("\n\n") if p.strip()]
@@ -108,7 +108,7 @@ def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) 
         "run": {k: v for k, v in record.items() if k != "cells"}, "models": models, "families": families,
         "claims": list(claims.values()), "counts": counts, "n_cells": len(cells), "fingerprints": fingerprints,
         "rendered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "css": (TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        "css": (templates_dir() / "report.css").read_text(encoding="utf-8"),
     }
 
 
@@ -118,5 +118,5 @@ def render_html(record: dict[str, Any], run_dir: Path) -> str:
 
 def render_diff_html(rows: list[dict[str, Any]], a: dict[str, Any], b: dict[str, Any]) -> str:
     return environment().get_template("diff.html.j2").render(
-        rows=rows, a=a, b=b, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        rows=rows, a=a, b=b, css=(templates_dir() / "report.css").read_text(encoding="utf-8"),
         rendered_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
