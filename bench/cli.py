@@ -146,13 +146,14 @@ def _spec_paths(paths) -> tuple[Path, ...]:
 
 def _verify(paths, names, *, audit, profile, device, dtype, revision, as_json, seed, runs_dir, report_dir, no_pdf,
             no_report, fail_on, allow_pickle):
+    refs = _resolve_first(names, revision)
     from bench.core import results, run, spec
     from bench.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, profile=profile, device=device, seed=seed, runs_dir=runs_dir,
                        allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit,
-                       dtype=dtype, revision=revision)
+                       dtype=dtype, revision=revision, refs=refs)
     result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0 or as_json))
     if as_json:
         click.echo(results.to_json(results.rows(result.record)), nl=False)
@@ -161,6 +162,15 @@ def _verify(paths, names, *, audit, profile, device, dtype, revision, as_json, s
     if not no_report:
         _render(result.run_dir, report_dir, pdf=not no_pdf, err=as_json)
     sys.exit(run.exit_code(result.verdicts, fail_on))
+
+
+def _resolve_first(names, revision) -> dict:
+    """Model names typed on the command line, resolved before the heavy imports: a typo fails in a second."""
+    if names in (("default",), ("paper",)):
+        return {}
+    from bench import models
+
+    return {name: models.resolve(name, revision) for name in names}
 
 
 def _render(run_dir: Path, report_dir: Path, pdf: bool, err: bool = False) -> None:

@@ -38,6 +38,7 @@ class Options:
     audit: str | None = None  # the model an audit is about
     dtype: str = "auto"  # "auto" = float32 on the CPU, bfloat16 on an accelerator
     revision: str | None = None  # hub revision for hub ids given without "@revision"
+    refs: dict[str, Any] = field(default_factory=dict)  # names already resolved by the caller (ModelRef each)
 
 
 class UI:
@@ -100,14 +101,14 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     ui = ui or UI()
     device = resolve_device(opts.device)
     profile = opts.profile or plan.default_profile(_device_type(device))
-    cells = plan.build(specs, opts.models, profile, (opts.seed,))
-    if not cells:
-        raise UsageError("nothing to run: no spec lists a model for this choice of --models")
     refs: dict[str, ModelRef | ModelError] = {}
     if opts.models not in (("default",), ("paper",)):
         for name in opts.models:  # names typed on the command line must exist: exit 2 before any work
-            refs[name] = models.resolve(name, opts.revision)
-    else:
+            refs[name] = opts.refs.get(name) or models.resolve(name, opts.revision)
+    cells = plan.build(specs, opts.models, profile, (opts.seed,))
+    if not cells:
+        raise UsageError("nothing to run: no spec lists a model for this choice of --models")
+    if not refs:
         refs = _resolve_quietly({c.model for c in cells}, opts.revision)
     shown = display_names(refs)
     dtype = str(models.torch_dtype(opts.dtype, _device_type(device))).removeprefix("torch.")
