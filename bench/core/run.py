@@ -247,6 +247,19 @@ class _ModelCells:
         gc.collect()
 
 
+def _portable_command(command: str) -> str:
+    """The command line with the working folder and the home folder left out of its paths."""
+    cwd, home = str(Path.cwd()), str(Path.home())
+    words = []
+    for w in command.split(" "):
+        if w.startswith(cwd + "/"):
+            w = w[len(cwd) + 1:]
+        elif home not in ("/", "") and w.startswith(home + "/"):
+            w = "~" + w[len(home):]
+        words.append(w)
+    return " ".join(words)
+
+
 def _portable_spec(described: dict[str, Any]) -> dict[str, Any]:
     """A spec description whose file path is relative to its specs root: records name no machine folders."""
     from bench.resources import relative_spec_path
@@ -268,7 +281,7 @@ def _header(opts: Options, device: str, dtype: str, profile: str) -> dict[str, A
     else:
         dev_name = platform.processor() or platform.machine()
     return {
-        "command": opts.command or " ".join(sys.argv),
+        "command": _portable_command(opts.command or " ".join(sys.argv)),
         "git_revision": _git_revision(),
         "packages": {p: _version(p) for p in PACKAGES},
         "python": platform.python_version(),

@@ -13,7 +13,7 @@ import jinja2
 from bench.core.store import load_cell_frame
 from bench.report import charts
 from bench.report.words import describe
-from bench.resources import templates_dir
+from bench.resources import relative_spec_path, templates_dir
 
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")
 
@@ -95,7 +95,7 @@ def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) 
     models = list(dict.fromkeys(c["model"] for c in cells))
     claims: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        spec = cell["spec"]
+        spec = {**cell["spec"], "path": relative_spec_path(cell["spec"].get("path", ""))}  # older records: absolute
         claim = claims.setdefault(spec["id"], {
             "spec": spec, "rule_words": describe(spec["rule"], spec["verdict"]), "cells": {}})
         claim["cells"][cell["model"]] = _cell_view(run_dir, cell, with_charts)
