@@ -7,18 +7,29 @@ import os
 import sys
 from pathlib import Path
 
+import traceback
+
 import click
 
+from bench import __version__
 from bench.core.errors import BenchError
 
 EXIT_HELP = """Exit codes: 0 the run completed (whatever the verdicts), 1 an outcome named by --fail-on occurred,
-2 bad input (spec, command line, model name), 3 the measurement crashed for every cell."""
+2 bad input (spec, command line, model name), 3 the measurement crashed for every cell, 4 an internal error
+(a bug in bench: please report it; -v shows the traceback)."""
+EXIT_INTERNAL = 4
+VERBOSITY = "bench.verbosity"  # key in click's per-invocation ctx.meta: -1 quiet, 0 normal, 1 verbose
 
 OUTCOMES = ("supported", "refuted", "inconclusive", "error", "skipped")
 
 
+def verbosity() -> int:
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(VERBOSITY, 0) if ctx else 0
+
+
 def _guard(fn):
-    """Turn BenchErrors into a one-line message and their exit code; no traceback."""
+    """Turn BenchErrors into a one-line message and their exit code; any other exception is a bug: exit 4."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -30,19 +41,49 @@ def _guard(fn):
         except KeyboardInterrupt:
             click.echo("interrupted: finished cells are cached; run the same command again to resume", err=True)
             sys.exit(130)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug: one line, its own exit code, the traceback on -v
+            if verbosity() > 0:
+                traceback.print_exc()
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            click.echo(f"internal error: {type(exc).__name__}{': ' + first if first else ''} "
+                       f"(a bug in bench; {'see the traceback above' if verbosity() > 0 else 'rerun with -v for the traceback'})",
+                       err=True)
+            sys.exit(EXIT_INTERNAL)
 
     return wrapper
 
 
+def _set_verbosity(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    if value:
+        ctx.meta[VERBOSITY] = -1 if param.name == "quiet" else 1
+
+
+def _verbosity_options(fn):
+    """-q / -v, accepted before or after the command name."""
+    fn = click.option("-v", "--verbose", count=True, expose_value=False, callback=_set_verbosity, is_eager=True,
+                      help="More output: library warnings, tracebacks of internal errors.")(fn)
+    return click.option("-q", "--quiet", count=True, expose_value=False, callback=_set_verbosity, is_eager=True,
+                        help="Less output: no progress, no tables; errors and the final lines only.")(fn)
+
+
 @click.group(help=f"Verify published claims about language-model internals.\n\n{EXIT_HELP}")
-@click.version_option(package_name="bench")
+@click.version_option(version=__version__, prog_name="bench")
+@_verbosity_options
 def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _quiet_libraries(verbosity() <= 0)
+
+
+def _quiet_libraries(quiet: bool) -> None:
+    """bench draws its own progress; keep the libraries' chatter and progress bars out unless -v."""
     try:
         from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()  # bench draws its own progress; keep library chatter out
         hf_logging.disable_progress_bar()
+        if quiet:
+            hf_logging.set_verbosity_error()
     except ImportError:  # pragma: no cover
         pass
 
@@ -51,7 +92,14 @@ def _run_options(fn):
     for opt in reversed([
         click.option("--profile", type=click.Choice(["smoke", "full"]), default=None,
                      help="smoke (quick, CPU) or full (paper scale). Default: smoke on CPU, full on GPU."),
-        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
+        click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N|mps",
+                     help="Where to run; auto picks CUDA, then MPS, then the CPU."),
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto",
+                     show_default=True, help="Weights' dtype; auto is float32 on the CPU, bfloat16 on a GPU."),
+        click.option("--revision", default=None, metavar="REV",
+                     help="Hub revision (branch, tag or commit) for hub ids given without NAME@REV."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print the flat results (a JSON list, one object per cell) on stdout instead of the table."),
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True),
         click.option("--report-dir", type=click.Path(path_type=Path), default=Path("reports"), show_default=True),
@@ -73,47 +121,69 @@ def _run_options(fn):
 @click.option("--models", "models_", multiple=True, default=("default",), show_default=True,
               help="'default', 'paper', or model names (aliases, local paths, hub ids); repeatable.")
 @_run_options
+@_verbosity_options
 @_guard
 def verify(paths, models_, **kw):
     names = tuple(m for item in models_ for m in item.split(",") if m)
     if len(names) > 1 and set(names) & {"default", "paper"}:
         raise click.UsageError("--models default/paper cannot be mixed with model names")
-    _verify(paths or (Path("specs"),), names or ("default",), audit=None, **kw)
+    _verify(_spec_paths(paths), names or ("default",), audit=None, **kw)
 
 
 @main.command(help=f"Run every claim (default specs/) against MODEL.\n\n{EXIT_HELP}")
 @click.argument("model")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @_run_options
+@_verbosity_options
 @_guard
 def audit(model, paths, **kw):
-    _verify(paths or (Path("specs"),), (model,), audit=model, **kw)
+    _verify(_spec_paths(paths), (model,), audit=model, **kw)
 
 
-def _verify(paths, names, *, audit, profile, device, seed, runs_dir, report_dir, no_pdf, no_report, fail_on,
-            allow_pickle, control):
-    from bench.core import run, spec
+def _spec_paths(paths) -> tuple[Path, ...]:
+    """The paths given, else ./specs when there is one, else the specs installed with bench."""
+    from bench.resources import default_spec_paths
+
+    return tuple(paths) or default_spec_paths()
+
+
+def _verify(paths, names, *, audit, profile, device, dtype, revision, as_json, seed, runs_dir, report_dir, no_pdf,
+            no_report, fail_on, allow_pickle, control):
+    refs = _resolve_first(names, revision)
+    from bench.core import results, run, spec
     from bench.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, profile=profile, device=device, seed=seed, runs_dir=runs_dir,
                        allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit,
-                       control=control)
-    result = run.execute(specs, opts, RichUI())
-    print_summary(result.record, result.run_dir)
+                       dtype=dtype, revision=revision, refs=refs, control=control)
+    result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0 or as_json))
+    if as_json:
+        click.echo(results.to_json(results.rows(result.record)), nl=False)
+    else:
+        print_summary(result.record, result.run_dir, quiet=verbosity() < 0)
     if not no_report:
-        _render(result.run_dir, report_dir, pdf=not no_pdf)
+        _render(result.run_dir, report_dir, pdf=not no_pdf, err=as_json)
     sys.exit(run.exit_code(result.verdicts, fail_on))
 
 
-def _render(run_dir: Path, report_dir: Path, pdf: bool) -> None:
+def _resolve_first(names, revision) -> dict:
+    """Model names typed on the command line, resolved before the heavy imports: a typo fails in a second."""
+    if names in (("default",), ("paper",)):
+        return {}
+    from bench import models
+
+    return {name: models.resolve(name, revision) for name in names}
+
+
+def _render(run_dir: Path, report_dir: Path, pdf: bool, err: bool = False) -> None:
     try:
         from bench.report import render
     except ImportError:  # reports are optional at this stage of the tool
         return
     paths = render(run_dir, report_dir / run_dir.name, pdf=pdf)
     for p in paths:
-        click.echo(f"report: {p}")
+        click.echo(f"report: {p}", err=err)
 
 
 @main.command(help="Re-render the report of a finished run (a run folder or id) without loading any model.")
@@ -121,6 +191,7 @@ def _render(run_dir: Path, report_dir: Path, pdf: bool) -> None:
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Output folder (default reports/<run-id>).")
 @click.option("--pdf/--no-pdf", default=True, show_default=True)
+@_verbosity_options
 @_guard
 def report(run_, runs_dir, out, pdf):
     from bench.core.store import find_run, load_record
@@ -128,7 +199,7 @@ def report(run_, runs_dir, out, pdf):
 
     run_dir = find_run(run_, runs_dir)
     record = load_record(run_dir)
-    print_summary(record, run_dir)
+    print_summary(record, run_dir, quiet=verbosity() < 0)
     try:
         from bench.report import render
     except ImportError:
@@ -139,24 +210,57 @@ def report(run_, runs_dir, out, pdf):
 
 @main.command(help="Check spec files (default specs/) without running anything. Exit 2 on the first problem.")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@_verbosity_options
 @_guard
 def validate(paths):
     from bench.core import spec
 
-    specs = spec.load_specs(paths or (Path("specs"),))
+    specs = spec.load_specs(_spec_paths(paths))
     for s in specs:
         spec.check_spec(s)
     click.echo(f"{len(specs)} spec{'s' if len(specs) != 1 else ''} OK")
 
 
-@main.command("list", help="List the claims in spec files (default specs/).")
+@main.command("list", help="List the claims in spec files (default specs/, else the installed specs).")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per claim on stdout.")
+@click.option("--markdown", is_flag=True, help="The claim catalogue as Markdown (what docs/CLAIMS.md holds).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write the --json/--markdown text to this file instead of stdout.")
+@_verbosity_options
 @_guard
-def list_(paths):
+def list_(paths, as_json, markdown, output):
     from bench.core import spec
+    from bench.report import catalogue
     from bench.ui import print_specs
 
-    print_specs(spec.load_specs(paths or (Path("specs"),)))
+    specs = spec.load_specs(_spec_paths(paths))
+    if not (as_json or markdown):
+        print_specs(specs)
+        return
+    text = catalogue.markdown(specs) if markdown else catalogue.to_json(specs)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from bench.core.store import atomic_write_bytes
+
+    atomic_write_bytes(output, text.encode("utf-8"))
+    click.echo(f"wrote {output} ({len(specs)} claims)", err=True)
+
+
+@main.command(help="Where the specs that commands use by default are (./specs, else the installed ones).")
+@click.option("--path", "path_only", is_flag=True, help="Print the folder only.")
+@_guard
+def specs(path_only):
+    from bench.resources import default_spec_paths
+
+    (where,) = default_spec_paths()
+    if path_only:
+        click.echo(str(where.resolve()))
+        return
+    kind = "working folder" if where == Path("specs") else "installed with bench"
+    n = sum(1 for _ in where.rglob("*.toml"))
+    click.echo(f"{where.resolve()}  ({kind}; {n} spec files)")
 
 
 @main.command(help="List the embedded models and their cache state; --prepare converts them now.")

@@ -24,9 +24,13 @@ STYLE = {"SUPPORTED": "bold green", "REFUTED": "bold red", "INCONCLUSIVE": "bold
 
 
 class RichUI(UI):
-    def __init__(self) -> None:
+    """Progress bars and one line per finished cell on stderr; `quiet` draws nothing (errors still show)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=ERR, transient=False)
+                            TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=ERR, transient=False,
+                            disable=quiet)
         self.overall = None
         self.current = None
 
@@ -49,11 +53,14 @@ class RichUI(UI):
             self.bar.remove_task(self.current)
             self.current = None
         self.bar.advance(self.overall)
+        if self.quiet:
+            return
         ERR.print(f"  [{STYLE[verdict.outcome.value]}]{verdict.outcome.value:<12}[/] {cell.spec.id} × {cell.model}"
                   f"  [dim]{'cached' if cached else f'{seconds:.1f}s'}[/]")
 
     def note(self, message: str) -> None:
-        ERR.print(f"[dim]{message}[/]")
+        if not self.quiet:
+            ERR.print(f"[dim]{message}[/]")
 
     def stop(self) -> None:
         self.bar.stop()
@@ -74,7 +81,12 @@ def estimate_text(v: dict[str, Any]) -> str:
     return est
 
 
-def print_summary(record: dict[str, Any], run_dir: Path) -> None:
+def print_summary(record: dict[str, Any], run_dir: Path, quiet: bool = False) -> None:
+    if quiet:
+        counts = _counts(record)
+        OUT.print(f"{len(record['cells'])} cells: " + ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items()))
+                  + f"   record: {Path(run_dir) / 'record.json'}")
+        return
     t = Table(title=f"run {record['run_id']} · profile {record.get('profile')} · device {record['device']['type']}"
               f" · seed {record.get('seed')}", show_lines=False)
     for col, kw in (("claim", {}), ("model", {}), ("outcome", {}), ("estimate [95% CI]", {"justify": "right"}),
@@ -108,6 +120,14 @@ def print_summary(record: dict[str, Any], run_dir: Path) -> None:
         OUT.print(f"[bold yellow]⚠ {flagged} cells hold on their random-init control too: not evidence about "
                   f"learned internals[/]")
     OUT.print(f"run record: {Path(run_dir) / 'record.json'}")
+
+
+def _counts(record: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for cell in record["cells"]:
+        outcome = (cell.get("verdict") or {}).get("outcome", "?")
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
 
 
 def print_specs(specs) -> None:

@@ -76,11 +76,23 @@ def build_tiny(family: str = "llama", seed: int = 0, vocab: int | None = None, *
     elif family == "gpt2":
         cfg = tf.GPT2Config(vocab_size=v, n_layer=2, n_head=4, n_embd=32, n_positions=256, **over)
         model = tf.GPT2LMHeadModel(cfg)
+    elif family == "phi":  # parallel block: one norm feeds attention and MLP
+        cfg = tf.PhiConfig(**common, intermediate_size=64, max_position_embeddings=256, **over)
+        model = tf.PhiForCausalLM(cfg)
+    elif family == "gptj":
+        cfg = tf.GPTJConfig(vocab_size=v, n_layer=2, n_head=4, n_embd=32, rotary_dim=4, n_positions=256, **over)
+        model = tf.GPTJForCausalLM(cfg)
+    elif family == "falcon":  # multi-query, parallel attention
+        cfg = tf.FalconConfig(**common, bias=True, **over)
+        model = tf.FalconForCausalLM(cfg)
+    elif family == "falcon_new":  # new decoder: ln_attn / ln_mlp, grouped kv heads
+        cfg = tf.FalconConfig(**common, new_decoder_architecture=True, num_kv_heads=2, **over)
+        model = tf.FalconForCausalLM(cfg)
     else:
         raise ValueError(family)
     with torch.no_grad():  # make norm scales and biases non-trivial, so folding them is a real test
         for name, p in model.named_parameters():
-            if "norm" in name or ".ln_" in name or name.endswith(("ln_f.weight", "ln_f.bias")):
+            if "norm" in name or ".ln_" in name or name.endswith(("ln_f.weight", "ln_f.bias")):  # ln_attn, ln_mlp too
                 p.add_(0.3 * torch.randn_like(p))
     model.eval()
     return model

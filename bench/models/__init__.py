@@ -7,6 +7,8 @@
 ``folding``  norm scales and biases folded into the linear layers that read them
 """
 
-from bench.models.loading import ALIASES, Embedded, LoadedModel, ModelRef, cache_state, load, prepare, resolve
+from bench.models.loading import (ALIASES, DTYPES, Embedded, LoadedModel, ModelRef, cache_state, load, prepare, resolve,
+                                   torch_dtype)
 
-__all__ = ["ALIASES", "Embedded", "LoadedModel", "ModelRef", "cache_state", "load", "prepare", "resolve"]
+__all__ = ["ALIASES", "DTYPES", "Embedded", "LoadedModel", "ModelRef", "cache_state", "load", "prepare", "resolve",
+           "torch_dtype"]

@@ -8,8 +8,12 @@ error messages.  The layouts understood are
   Qwen2, GPT-NeoX), the same plus ``pre_feedforward_layernorm``/``post_feedforward_layernorm`` (Gemma 2/3, where
   ``post_attention_layernorm`` normalises the attention *output*), ``ln_1``/``ln_2`` (GPT-2) and
   ``self_attn_layer_norm``/``final_layer_norm`` (OPT, pre- or post-norm);
+* parallel blocks, where attention and MLP both read the block input: one norm feeding both (``input_layernorm``:
+  Phi, Falcon-7B; ``ln_1``: GPT-J) or one norm each (``ln_attn``/``ln_mlp``: Falcon's new decoder);
 * attention: separate ``q_proj``/``k_proj``/``v_proj``, GPT-2's fused Conv1D ``c_attn`` (q|k|v along the
-  output) or GPT-NeoX's fused ``query_key_value`` (per head: q|k|v, heads outermost);
+  output) or a fused ``query_key_value`` grouped per key/value head (per group: its query heads, then k, then
+  v; GPT-NeoX is the case of one query head per group, Falcon's multi-query the case of one group).  The
+  number of key/value heads of a fused projection is read from its width, not from the config;
 * FFN: gated ``gate_proj``/``up_proj``/``act_fn``/``down_proj``, or a plain linear → activation → linear.
 
 Anything else raises :class:`ArchError` saying which model type it was and what was not found.
@@ -24,8 +28,8 @@ from torch import nn
 
 from bench.core.errors import ArchError
 
-_ATTN_CHILDREN = ("self_attn", "attn", "attention")
-_FINAL_NORMS = ("norm", "ln_f", "final_layer_norm")
+_ATTN_CHILDREN = ("self_attn", "attn", "attention", "self_attention")
+_FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm")
 
 # (layout, projection children that read the attention input, output projection candidates)
 _QKV_LAYOUTS = (
@@ -41,13 +45,20 @@ _NORM_LAYOUTS = {
     "llama": {"attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm"},
     "gpt2": {"attn_in": "ln_1", "mlp_in": "ln_2"},
     "opt": {"attn_in": "self_attn_layer_norm", "mlp_in": "final_layer_norm"},
+    "parallel": {"attn_in": "input_layernorm", "mlp_in": "input_layernorm"},
+    "parallel_ln1": {"attn_in": "ln_1", "mlp_in": "ln_1"},
+    "parallel_two": {"attn_in": "ln_attn", "mlp_in": "ln_mlp"},
 }
+_PARALLEL_NORMS = ("parallel", "parallel_ln1", "parallel_two")  # layouts where no norm sits between attention
+#                                                                 and the MLP input: both read the block input
 
 # (container child or None for the block itself, input linears, activation, output linear, gated)
 _FFN_LAYOUTS = (
     ("mlp", ("gate_proj", "up_proj"), "act_fn", "down_proj", True),
     ("mlp", ("c_fc",), "act", "c_proj", False),
     ("mlp", ("dense_h_to_4h",), "act", "dense_4h_to_h", False),
+    ("mlp", ("fc1",), "activation_fn", "fc2", False),
+    ("mlp", ("fc_in",), "act", "fc_out", False),
     (None, ("fc1",), "activation_fn", "fc2", False),
 )
 
@@ -61,7 +72,7 @@ class Block:
     k: str | None
     v: str | None
     qkv: str | None              # fused projection (GPT-2 c_attn, NeoX query_key_value), else None
-    qkv_layout: str              # "separate" | "gpt2" | "neox"
+    qkv_layout: str              # "separate" | "gpt2" | "neox" (fused, grouped per key/value head)
     o: str                       # attention output projection
     q_norm: str | None           # per-head norms on q/k (Gemma3), else None
     k_norm: str | None
@@ -74,7 +85,8 @@ class Block:
     ffn_act: str                 # activation module; its output (..., d_ffn) is the per-neuron activation
     ffn_gated: bool
     ffn_out: str                 # down projection, reads the (..., d_ffn) activations
-    parallel_residual: bool = False  # attention and MLP both read the block input (GPT-NeoX option)
+    parallel_residual: bool = False  # attention and MLP both read the block input (GPT-NeoX option, Phi, GPT-J,
+    #                                  Falcon)
 
 
 @dataclass(frozen=True)
@@ -97,29 +109,17 @@ class Arch:
 
     @property
     def norm_consumers(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """Every (norm, linears that read that norm's output directly)."""
-        pairs: list[tuple[str, tuple[str, ...]]] = []
+        """Every (norm, linears that read that norm's output directly); a norm shared by attention and MLP (a
+        parallel block) appears once, with the consumers of both."""
+        pairs: dict[str, tuple[str, ...]] = {}
         for b in self.blocks:
             if b.attn_in_norm is not None:
-                pairs.append((b.attn_in_norm, (b.qkv,) if b.qkv else (b.q, b.k, b.v)))
+                pairs[b.attn_in_norm] = pairs.get(b.attn_in_norm, ()) + ((b.qkv,) if b.qkv else (b.q, b.k, b.v))
             if b.mlp_in_norm is not None:
-                pairs.append((b.mlp_in_norm, b.ffn_in))
+                pairs[b.mlp_in_norm] = pairs.get(b.mlp_in_norm, ()) + b.ffn_in
         if self.final_norm is not None:
-            pairs.append((self.final_norm, (self.final_proj or self.lm_head,)))
-        return tuple(pairs)
-
-
-@dataclass(frozen=True)
-class HeadWeights:
-    W_Q: torch.Tensor            # (H, d_model, d_head): q_h = x @ W_Q[h] (+ b_Q[h]), x the norm's output row
-    W_K: torch.Tensor            # (H_kv, d_model, d_head)
-    W_V: torch.Tensor            # (H_kv, d_model, d_head)
-    W_O: torch.Tensor            # (H, d_head, d_model): head h adds z_h @ W_O[h] to the output
-    b_Q: torch.Tensor | None     # (H, d_head)
-    b_K: torch.Tensor | None     # (H_kv, d_head)
-    b_V: torch.Tensor | None     # (H_kv, d_head)
-    kv_head_of: tuple[int, ...]  # query head h reads K/V head kv_head_of[h]
-    b_O: torch.Tensor | None = None  # (d_model,), added once (not per head)
+            pairs[self.final_norm] = (self.final_proj or self.lm_head,)
+        return tuple(pairs.items())
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -269,7 +269,7 @@ def _block(model: nn.Module, index: int, bpath: str, mt: str) -> tuple[str, Bloc
         index=index, path=bpath, attn=apath, **att, **_ffn(block, bpath, mt),
         attn_in_norm=norms.get("attn_in"), attn_out_norm=norms.get("attn_out"),
         mlp_in_norm=norms.get("mlp_in"), mlp_out_norm=norms.get("mlp_out"),
-        parallel_residual=bool(getattr(block, "use_parallel_residual", False)),
+        parallel_residual=norm_layout in _PARALLEL_NORMS or bool(getattr(block, "use_parallel_residual", False)),
     )
 
 
@@ -289,10 +289,12 @@ def _check_blocks(model: nn.Module, blocks: tuple[Block, ...], families: set[str
         acts[id(act)] = b.ffn_act
     if blocks[0].qkv_layout == "separate":
         expect = {blocks[0].q: n_heads * d_head, blocks[0].k: n_kv * d_head, blocks[0].v: n_kv * d_head}
-    else:
+    elif blocks[0].qkv_layout == "gpt2":
         if n_kv != n_heads:
-            raise ArchError(f"{mt}: fused qkv with {n_kv} kv heads != {n_heads} query heads is not understood")
+            raise ArchError(f"{mt}: fused c_attn with {n_kv} kv heads != {n_heads} query heads is not understood")
         expect = {blocks[0].qkv: 3 * n_heads * d_head}
+    else:
+        expect = {b.qkv: (n_heads + 2 * n_kv) * d_head for b in blocks}
     for path, width in expect.items():
         got = _in_out(get(model, path), mt)[0].shape[1]
         if got != width:
@@ -301,6 +303,16 @@ def _check_blocks(model: nn.Module, blocks: tuple[Block, ...], families: set[str
     if len(d_ffns) != 1:
         raise ArchError(f"{mt}: blocks have different FFN widths {sorted(d_ffns)}")
     return d_ffns.pop()
+
+
+def _fused_kv_heads(model: nn.Module, path: str, n_heads: int, d_head: int, mt: str) -> int:
+    """Key/value heads of a grouped fused projection, from its width (H + 2·n_kv)·d_head."""
+    width = _in_out(get(model, path), mt)[0].shape[1]
+    n_kv, rest = divmod(width // d_head - n_heads, 2) if width % d_head == 0 else (0, 1)
+    if rest or n_kv < 1 or n_heads % n_kv:
+        raise ArchError(f"{mt}: fused projection {path!r} has {width} outputs, which is not (H + 2·n_kv)·d_head "
+                        f"for H = {n_heads}, d_head = {d_head} and any n_kv dividing H")
+    return n_kv
 
 
 # --------------------------------------------------------------------------------------------- API
@@ -320,6 +332,8 @@ def inspect(model: nn.Module) -> Arch:
     layers = _find_layers(model, n_layers, mt)
     built = [_block(model, i, _join(layers, str(i)), mt) for i in range(n_layers)]
     blocks = tuple(b for _, b in built)
+    if blocks[0].qkv_layout == "neox":
+        n_kv = _fused_kv_heads(model, blocks[0].qkv, n_heads, d_head, mt)
     d_ffn = _check_blocks(model, blocks, {f for f, _ in built}, mt, n_heads, n_kv, d_head)
 
     parent_path = layers.rpartition(".")[0]
@@ -344,39 +358,6 @@ def inspect(model: nn.Module) -> Arch:
     )
 
 
-def _per_head(w: torch.Tensor, b: torch.Tensor | None, n: int, d_head: int):
-    """(d_model, n*d_head) in→out matrix and (n*d_head,) bias → (n, d_model, d_head) and (n, d_head)."""
-    heads = w.reshape(w.shape[0], n, d_head).permute(1, 0, 2)
-    return heads, None if b is None else b.reshape(n, d_head)
+from bench.models.heads import HeadWeights, head_weights  # noqa: E402  (per-head weights, built on the above)
 
-
-def head_weights(model: nn.Module, arch: Arch, layer: int) -> HeadWeights:
-    """Per-head attention weights of block ``layer`` as detached float32 copies."""
-    if not 0 <= layer < arch.n_layers:
-        raise ArchError(f"{arch.model_type}: layer {layer} out of range (model has {arch.n_layers})")
-    blk = arch.blocks[layer]
-    H, Hkv, dh = arch.n_heads, arch.n_kv_heads, arch.d_head
-    with torch.no_grad():
-        if blk.qkv_layout == "separate":
-            parts = [_in_out(get(model, p)) for p in (blk.q, blk.k, blk.v)]
-        else:
-            w, b = _in_out(get(model, blk.qkv))  # (d_model, 3*H*dh)
-            if blk.qkv_layout == "gpt2":  # output is [q heads | k heads | v heads]
-                ws, bs = w.chunk(3, dim=1), (b.chunk(3) if b is not None else (None,) * 3)
-            else:  # neox: output viewed as (H, 3*dh) per head, then split into q|k|v
-                w4 = w.reshape(w.shape[0], H, 3, dh)
-                ws = tuple(w4[:, :, i].reshape(w.shape[0], H * dh) for i in range(3))
-                bs = (None,) * 3 if b is None else tuple(b.reshape(H, 3, dh)[:, i].reshape(-1) for i in range(3))
-            parts = list(zip(ws, bs))
-        (W_Q, b_Q), (W_K, b_K), (W_V, b_V) = (_per_head(w, b, n, dh)
-                                              for (w, b), n in zip(parts, (H, Hkv, Hkv)))
-        w_o, b_o = _in_out(get(model, blk.o))  # (H*dh, d_model)
-        W_O = w_o.reshape(H, dh, w_o.shape[1])
-
-    def copy(t):
-        return None if t is None else t.detach().to(torch.float32).clone()
-
-    group = H // Hkv
-    return HeadWeights(W_Q=copy(W_Q), W_K=copy(W_K), W_V=copy(W_V), W_O=copy(W_O), b_Q=copy(b_Q),
-                       b_K=copy(b_K), b_V=copy(b_V), kv_head_of=tuple(h // group for h in range(H)),
-                       b_O=copy(b_o))
+__all__ = ["Arch", "ArchError", "Block", "HeadWeights", "get", "head_weights", "inspect"]

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from bench.core.errors import ModelError, did_you_mean
 from bench.core.store import atomic_write_json, cache_root, sha256_file
+from bench.models import hub
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Files besides the weights that change what a model computes from text: its config, tokenizer and generation
@@ -84,13 +85,29 @@ ALIASES: dict[str, Embedded] = {
 
 @dataclass(frozen=True)
 class ModelRef:
-    """What a name resolved to.  `location` is a folder, a GGUF file, or a hub id."""
+    """What a name resolved to.  `location` is a folder, a GGUF file, or a hub id; `revision` a hub commit."""
 
     name: str
     kind: str  # "alias" | "gguf" | "path" | "hub"
     location: str
     note: str = ""
     control: str | None = None  # "random-init": the same config and tokenizer with seeded random weights
+    revision: str | None = None  # the hub commit sha (kind "hub" only)
+
+    @property
+    def display(self) -> str:
+        """The short name shown in tables, charts and titles: the alias, the hub repo id, or the file stem."""
+        if self.control:
+            from bench.models import controls
+
+            base = replace(self, name=controls.split(self.name)[0], control=None)
+            return controls.name_of(base.display, self.control)
+        if self.kind == "alias":
+            return self.name
+        if self.kind == "hub":
+            return hub.split_revision(self.name)[0]
+        p = Path(self.location)
+        return p.stem if p.suffix == ".gguf" else p.name
 
     def fingerprint(self) -> str:
         """A content hash of the weights (memoised by file size and mtime), or the hub commit."""
@@ -102,7 +119,7 @@ class ModelRef:
             return "gguf-sha256:" + _file_hash(self._gguf())
         if self.kind == "path":
             return "files-sha256:" + _folder_hash(Path(self.location))
-        return "hub:" + self.location
+        return f"hub:{hub.split_revision(self.name)[0]}@{self.revision}"
 
     def _gguf(self) -> Path:
         return ALIASES[self.name].gguf_path() if self.kind == "alias" else Path(self.location)
@@ -133,13 +150,17 @@ class LoadedModel:
         return self._arch
 
 
-def resolve(name: str) -> ModelRef:
-    """Resolve a model name without loading it; raise ModelError naming why nothing matched."""
+def resolve(name: str, revision: str | None = None) -> ModelRef:
+    """Resolve a model name without loading it; raise ModelError naming why nothing matched.
+
+    Aliases and local paths are looked at first; then the hub cache; then the hub, asked once.  A hub id may
+    carry its revision as ``name@revision``; `revision` applies to hub ids that do not.
+    """
     from bench.models import controls
 
     base, control = controls.split(name)
     if control:
-        ref = resolve(base)
+        ref = resolve(base, revision)
         return replace(ref, name=name, control=control, note=f"{ref.note}; {control} control (seed {controls.SEED})")
     if name in ALIASES:
         ALIASES[name].gguf_path()  # raises a clear error when the package is missing
@@ -155,50 +176,78 @@ def resolve(name: str) -> ModelRef:
         if path.is_dir() and (path / "config.json").is_file():
             return ModelRef(name, "path", str(path.resolve()), "local checkpoint folder")
         raise ModelError(f"model path '{name}' is neither a checkpoint folder with config.json nor a .gguf file")
-    if _looks_like_hub_id(name):
-        snapshot = _hub_snapshot(name)
-        if snapshot is not None:
-            return ModelRef(name, "path", str(snapshot), "hub cache")
-        reason = _hub_reachable(name)
-        if reason is None:
-            return ModelRef(name, "hub", name, "hub")
-        raise ModelError(f"model '{name}' is not available: not an embedded alias{did_you_mean(name, ALIASES)}, "
-                         f"not a local path, not in the Hugging Face cache, and the hub cannot be reached ({reason})")
-    raise ModelError(f"unknown model '{name}': not an embedded alias{did_you_mean(name, ALIASES)}, "
-                     f"not an existing path, not a hub id (known aliases: {', '.join(ALIASES)})")
+    repo, pinned = hub.split_revision(name)
+    hint = _suggest(repo)
+    if not hub.looks_like_hub_id(repo):
+        raise ModelError(f"{hint}unknown model '{name}': not an embedded alias ({', '.join(ALIASES)}), "
+                         f"not an existing path, not a hub id")
+    rev = pinned or revision
+    snap = hub.cached(repo, rev)
+    if snap is not None:
+        return ModelRef(name, "hub", str(snap.folder), "hub cache", revision=snap.commit)
+    found = hub.remote(repo, rev)
+    if isinstance(found, hub.Snapshot):
+        return ModelRef(name, "hub", repo, "hub", revision=found.commit)
+    at = f" at revision '{rev}'" if rev else ""
+    raise ModelError(f"{hint}model '{name}' is not available: not an embedded alias ({', '.join(ALIASES)}), "
+                     f"not a local path, not in the Hugging Face cache{at}, and the hub did not give it ({found})")
 
 
-def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
+def _suggest(name: str) -> str:
+    """``"did you mean 'x'? "`` for the nearest alias, so the useful part of an error comes first."""
+    near = did_you_mean(name, ALIASES)
+    return near.removeprefix("; ") + " " if near else ""
+
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def torch_dtype(dtype: str | None, device_type: str):
+    """`dtype` by name; "auto" (or None) is float32 on the CPU and bfloat16 on an accelerator."""
+    import torch
+
+    if dtype in (None, "auto"):
+        return torch.float32 if device_type == "cpu" else torch.bfloat16
+    if dtype not in DTYPES:
+        raise ModelError(f"unknown dtype '{dtype}'{did_you_mean(dtype, DTYPES)} (use {', '.join(DTYPES)})")
+    return getattr(torch, dtype)
+
+
+def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_pickle: bool = False,
          progress: Callable[[str], None] | None = None) -> LoadedModel:
-    """Load the weights (converting an embedded GGUF once) on `device` ("cpu" or "cuda")."""
+    """Load the weights (converting an embedded GGUF once) on `device` ("cpu", "cuda", "cuda:N", "mps")."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     say = progress or (lambda msg: None)
     folder = prepare(ref, say) if ref.kind in ("alias", "gguf") else ref.location
     dev = torch.device(device)
-    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    kwargs: dict[str, Any] = {"dtype": dtype, **NO_REMOTE_CODE, "use_safetensors": not allow_pickle or None}
+    dt = torch_dtype(dtype, dev.type)
+    kwargs: dict[str, Any] = {"dtype": dt, **NO_REMOTE_CODE, "use_safetensors": not allow_pickle or None}
+    if ref.kind == "hub" and not Path(folder).is_dir():
+        kwargs["revision"] = ref.revision  # the commit fingerprinted, not whatever main is now
     if dev.type == "cuda":
-        kwargs["device_map"] = "auto"
+        kwargs["device_map"] = "auto" if dev.index is None else {"": dev.index}
+    tok_kwargs = {"revision": kwargs["revision"]} if "revision" in kwargs else {}
     try:
-        if ref.control:
-            from bench.models import controls
+        with hub.quiet():
+            if ref.control:
+                from bench.models import controls
 
-            model = controls.build(folder, ref.control, kwargs)
-        else:
-            model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-        tok = AutoTokenizer.from_pretrained(folder, **NO_REMOTE_CODE)
+                model = controls.build(folder, ref.control, kwargs)
+            else:
+                model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+            tok = AutoTokenizer.from_pretrained(folder, **tok_kwargs, **NO_REMOTE_CODE)
     except OSError as exc:
         hint = " (pickled .bin weights need --allow-pickle)" if "safetensors" in str(exc).lower() else ""
-        raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}{hint}") from None
+        raise ModelError(f"cannot load model '{ref.display}': {str(exc).splitlines()[0]}{hint}") from None
     except ValueError as exc:
         hint = " (bench never runs code shipped with a model)" if "custom code" in str(exc) else ""
-        raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}{hint}") from None
+        raise ModelError(f"cannot load model '{ref.display}': {str(exc).splitlines()[0]}{hint}") from None
     if dev.type != "cuda":
         model.to(dev)
     model.eval()
-    return LoadedModel(ref, model, tok, dev, dtype, ref.fingerprint())
+    return LoadedModel(ref, model, tok, dev, dt, ref.fingerprint())
 
 
 def prepare(ref: ModelRef, say: Callable[[str], None] = lambda m: None) -> str:
@@ -223,9 +272,10 @@ def _convert(gguf: Path, target: Path, digest: str) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix=f".convert-{os.getpid()}-", dir=target.parent))  # pid: see core.upkeep
     try:
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
-                                                     **NO_REMOTE_CODE)
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, **NO_REMOTE_CODE)
+        with hub.quiet(), _no_conversion_bar():
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                         **NO_REMOTE_CODE)
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, **NO_REMOTE_CODE)
         model.hf_quantizer = None  # the weights are now plain float32 tensors
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
@@ -240,6 +290,24 @@ def _convert(gguf: Path, target: Path, digest: str) -> None:
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ModelError(f"cannot convert {gguf.name}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+
+
+@contextlib.contextmanager
+def _no_conversion_bar():
+    """transformers draws its GGUF de-quantisation bar with tqdm directly; bench shows its own note instead."""
+    import functools
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
 
 
 def cache_state(alias: str) -> str:
@@ -297,32 +365,3 @@ def _lock(path: Path):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _looks_like_hub_id(name: str) -> bool:
-    parts = name.split("/")
-    return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") for p in parts) and " " not in name
-
-
-def _hub_snapshot(repo: str) -> Path | None:
-    try:
-        from huggingface_hub import snapshot_download
-
-        path = Path(snapshot_download(repo, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not cached, in any of the ways the hub library reports it
-        return None
-    return path if (path / "config.json").is_file() else None
-
-
-def _hub_reachable(repo: str) -> str | None:
-    """None when the hub answers for `repo`; else a short reason."""
-    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
-        return "HF_HUB_OFFLINE is set"
-    try:
-        from huggingface_hub import hf_hub_download
-
-        hf_hub_download(repo, "config.json")
-        return None
-    except Exception as exc:  # noqa: BLE001
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"{type(exc).__name__}: {text[:120]}"

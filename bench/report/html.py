@@ -15,13 +15,13 @@ from bench.models.controls import control_outcomes, flag
 from bench.report import charts
 from bench.report.references import nearest, placement_chart
 from bench.report.words import describe
+from bench.resources import relative_spec_path, templates_dir
 
-TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt_number
     env.filters["paragraphs"] = lambda text: [" ".join(p.split()) for p in str(text).split("\n\n") if p.strip()]
@@ -114,7 +114,7 @@ def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) 
     models = list(dict.fromkeys(c["model"] for c in cells))
     claims: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        spec = cell["spec"]
+        spec = {**cell["spec"], "path": relative_spec_path(cell["spec"].get("path", ""))}  # older records: absolute
         claim = claims.setdefault(spec["id"], {
             "spec": spec, "rule_words": describe(spec["rule"], spec["verdict"]), "cells": {}, "placement_svg": None})
         claim["cells"][cell["model"]] = _cell_view(run_dir, cell, with_charts, control)
@@ -130,7 +130,7 @@ def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) 
         "run": {k: v for k, v in record.items() if k != "cells"}, "models": models, "families": families,
         "claims": list(claims.values()), "counts": counts, "n_cells": len(cells), "fingerprints": fingerprints,
         "rendered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "css": (TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        "css": (templates_dir() / "report.css").read_text(encoding="utf-8"),
     }
 
 
@@ -140,7 +140,7 @@ def render_html(record: dict[str, Any], run_dir: Path) -> str:
 
 def render_diff_html(rows: list[dict[str, Any]], a: dict[str, Any], b: dict[str, Any]) -> str:
     return environment().get_template("diff.html.j2").render(
-        rows=rows, a=a, b=b, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        rows=rows, a=a, b=b, css=(templates_dir() / "report.css").read_text(encoding="utf-8"),
         rendered_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 

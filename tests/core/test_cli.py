@@ -164,4 +164,5 @@ def test_audit_runs_every_claim_on_an_unnamed_model(cli, circuit_specs, tiny_mod
     rec = record(runs(chdir_tmp)[-1])
     assert rec["audit"] == str(tiny_model_dir)
     assert {c["spec"]["id"] for c in rec["cells"]} == {f"circuits.{n[:-5]}" for n in SPECS}
-    assert {c["model"] for c in rec["cells"]} == {str(tiny_model_dir)}
+    assert {c["model"] for c in rec["cells"]} == {tiny_model_dir.name}  # short name; the full one in model_ref
+    assert {c["model_ref"]["location"] for c in rec["cells"]} == {str(tiny_model_dir.resolve())}

@@ -27,7 +27,17 @@ def _variants():
     opt = dict(hidden_size=D, ffn_dim=64, num_hidden_layers=L, num_attention_heads=H, vocab_size=V,
                max_position_embeddings=64, word_embed_proj_dim=D)
     neox = dict(hidden_size=D, intermediate_size=64, num_hidden_layers=L, num_attention_heads=H, vocab_size=V)
+    falcon = dict(hidden_size=D, num_hidden_layers=L, num_attention_heads=H, vocab_size=V, bias=True)
     return {
+        # parallel blocks: attention and MLP both read the block input
+        "phi": (lambda: tf.PhiConfig(hidden_size=D, intermediate_size=64, num_hidden_layers=L, num_attention_heads=H,
+                                     vocab_size=V, max_position_embeddings=64), tf.PhiForCausalLM, gelu_tanh),
+        "gptj": (lambda: tf.GPTJConfig(n_embd=D, n_layer=L, n_head=H, rotary_dim=4, n_positions=64, vocab_size=V),
+                 tf.GPTJForCausalLM, gelu_tanh),
+        "falcon": (lambda: tf.FalconConfig(**falcon), tf.FalconForCausalLM, F.gelu),  # multi-query: one kv head
+        "falcon_mha": (lambda: tf.FalconConfig(**falcon, multi_query=False), tf.FalconForCausalLM, F.gelu),
+        "falcon_new": (lambda: tf.FalconConfig(**falcon, new_decoder_architecture=True, num_kv_heads=2),
+                       tf.FalconForCausalLM, F.gelu),
         "llama": (lambda: tf.LlamaConfig(**llama_like), tf.LlamaForCausalLM, F.silu),
         "mistral": (lambda: tf.MistralConfig(**llama_like), tf.MistralForCausalLM, F.silu),
         "qwen2": (lambda: tf.Qwen2Config(**llama_like), tf.Qwen2ForCausalLM, F.silu),
@@ -165,6 +175,15 @@ EXPECTED = {  # name -> (family, fields of block 0 that pin the layout down)
                         mlp_in_norm="model.decoder.layers.0.final_layer_norm",
                         o="model.decoder.layers.0.self_attn.out_proj")),
     "opt_post": ("opt", dict(attn_in_norm=None, mlp_in_norm=None)),
+    "phi": ("parallel", dict(attn_in_norm="model.layers.0.input_layernorm", o="model.layers.0.self_attn.dense",
+                             mlp_in_norm="model.layers.0.input_layernorm", ffn_in=("model.layers.0.mlp.fc1",),
+                             parallel_residual=True)),
+    "gptj": ("parallel_ln1", dict(attn_in_norm="transformer.h.0.ln_1", mlp_in_norm="transformer.h.0.ln_1",
+                                  ffn_out="transformer.h.0.mlp.fc_out", parallel_residual=True)),
+    "falcon": ("neox", dict(qkv="transformer.h.0.self_attention.query_key_value", parallel_residual=True,
+                            mlp_in_norm="transformer.h.0.input_layernorm")),
+    "falcon_new": ("neox", dict(attn_in_norm="transformer.h.0.ln_attn", mlp_in_norm="transformer.h.0.ln_mlp",
+                                parallel_residual=True)),
 }
 
 
@@ -255,6 +274,8 @@ def test_head_weights_match_attention_inputs(name, monkeypatch):
     arch = A.inspect(model)
     blk, dh = arch.blocks[0], arch.d_head
     hw = A.head_weights(model, arch, 0)
+    if not hasattr(sys.modules[type(A.get(model, blk.attn)).__module__], "eager_attention_forward"):
+        pytest.skip("this family computes attention inline; see test_fused_split_matches_the_model_own_split")
     attn, seen = _record_attention(monkeypatch, model, blk)
     taps = Taps(model)
     taps.input(blk.qkv or blk.q, "x")
@@ -274,6 +295,30 @@ def test_head_weights_match_attention_inputs(name, monkeypatch):
     torch.testing.assert_close(z, v[:, list(hw.kv_head_of)], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["falcon", "falcon_mha", "falcon_new", "neox"])
+def test_fused_split_matches_the_model_own_split(name):
+    """The grouped q|k|v split of a fused projection equals the one the model's attention code makes."""
+    model = build(name)
+    arch = A.inspect(model)
+    blk, dh = arch.blocks[0], arch.d_head
+    hw = A.head_weights(model, arch, 0)
+    attn = A.get(model, blk.attn)
+    x = torch.randn(2, 3, arch.d_model, generator=torch.Generator().manual_seed(3))
+    fused = A.get(model, blk.qkv)(x)  # (B, T, (H + 2·n_kv)·dh)
+    q, k, v = (_project(x, W, b) for W, b in ((hw.W_Q, hw.b_Q), (hw.W_K, hw.b_K), (hw.W_V, hw.b_V)))
+    if hasattr(attn, "_split_heads"):  # Falcon: returns (B, T, heads, dh); new decoder broadcasts k/v per query
+        mq, mk, mv = (t.reshape(2, 3, -1, dh) for t in attn._split_heads(fused))
+    else:  # GPT-NeoX reshapes to (B, T, H, 3·dh) and chunks
+        per = fused.view(2, 3, arch.n_heads, 3 * dh)
+        mq, mk, mv = per[..., :dh], per[..., dh:2 * dh], per[..., 2 * dh:]
+    torch.testing.assert_close(q, mq, atol=1e-5, rtol=1e-5)
+    kv = list(hw.kv_head_of) if mk.shape[2] == arch.n_heads else slice(None)
+    torch.testing.assert_close(k[:, :, kv], mk, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(v[:, :, kv], mv, atol=1e-5, rtol=1e-5)
+    expected_kv = {"falcon": 1, "falcon_mha": H, "falcon_new": 2, "neox": H}[name]
+    assert arch.n_kv_heads == expected_kv  # read from the projection's width
+
+
 def test_head_weights_are_detached_float32_copies():
     model = build("qwen2", fresh=True).to(torch.bfloat16)
     arch = A.inspect(model)
@@ -291,8 +336,11 @@ def test_norm_consumers_read_the_norm_output(name):
     model = build(name)
     arch = A.inspect(model)
     pairs = arch.norm_consumers
-    expected_len = sum((b.attn_in_norm is not None) + (b.mlp_in_norm is not None) for b in arch.blocks)
-    assert len(pairs) == expected_len + (arch.final_norm is not None)
+    norms = {n for b in arch.blocks for n in (b.attn_in_norm, b.mlp_in_norm) if n is not None}
+    assert len(pairs) == len(norms) + (arch.final_norm is not None)  # a shared (parallel) norm is listed once
+    for b in arch.blocks:  # ... with the consumers of attention and MLP both
+        if b.attn_in_norm is not None and b.attn_in_norm == b.mlp_in_norm:
+            assert set(b.ffn_in) <= set(dict(pairs)[b.attn_in_norm])
     taps = Taps(model)
     for norm, consumers in pairs:
         taps.output(norm, norm)
@@ -320,7 +368,7 @@ def test_gemma_output_norms_wrap_attention_and_mlp_outputs(name):
         assert torch.equal(got[b.ffn_out], got[b.mlp_out_norm])
 
 
-@pytest.mark.parametrize("name", ["neox", "neox_seq", "llama"])
+@pytest.mark.parametrize("name", ["neox", "neox_seq", "llama", "falcon_new"])
 def test_parallel_residual_flag_matches_what_the_norms_read(name):
     model = build(name)
     b0 = A.inspect(model).blocks[0]

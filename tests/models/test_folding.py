@@ -9,7 +9,7 @@ from bench.models import arch, folding
 from tests.conftest import build_tiny
 
 
-@pytest.mark.parametrize("family", ["llama", "gemma3", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "gemma3", "gpt2", "phi", "gptj", "falcon", "falcon_new"])
 def test_folded_model_computes_the_same_logits(family):
     model = build_tiny(family)
     ids = torch.randint(0, model.config.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))

@@ -19,7 +19,7 @@ def test_unknown_name_says_what_was_tried():
 
 
 def test_hub_id_offline_is_a_clear_error():
-    with pytest.raises(ModelError, match="not available.*hub cannot be reached"):
+    with pytest.raises(ModelError, match="not available.*HF_HUB_OFFLINE is set"):
         models.resolve("no/such-model")
 
 

@@ -178,10 +178,10 @@ def test_report_in_headless_chromium(rendered, tmp_path):
 
 def test_latin_cyrillic_chinese_japanese_render_in_pdf(tmp_path):
     """The report font stack covers these scripts: the text survives into the PDF with a Noto font embedded."""
-    from bench.report.html import TEMPLATES
+    from bench.resources import templates_dir
 
     sample = "Grüße · Привет мир · 语言神经元 · 言語ニューロン"
-    css = (TEMPLATES / "report.css").read_text()
+    css = (templates_dir() / "report.css").read_text()
     data, _ = write_pdf(f"<html><head><style>{css}</style></head><body><p>{sample}</p></body></html>", tmp_path)
     pdf = tmp_path / "scripts.pdf"
     pdf.write_bytes(data)

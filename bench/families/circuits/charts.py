@@ -61,17 +61,25 @@ def k_composition_chart(frame: pd.DataFrame):
 
 @chart_def("norm_folding")
 def norm_folding_chart(frame: pd.DataFrame):
+    """One point per text on a log axis.  (Bars would start at 0, which a log scale cannot place: blank.)"""
     rel = frame[frame["metric"] == "rel_logit_diff"].copy()
     if rel.empty:
         return None
+    bound = 1e-4
     rel["text"] = rel["sample"].astype(int)
-    rel["value"] = rel["value"].clip(lower=1e-12)
-    bars = alt.Chart(rel).mark_bar().encode(
+    floor = 1e-12  # an exact fold (difference 0) is drawn at the floor of the axis
+    rel["value"] = rel["value"].clip(lower=floor)
+    lo = max(floor, min(float(rel["value"].min()), bound) / 10)
+    hi = max(float(rel["value"].max()), bound) * 10
+    scale = alt.Scale(type="log", domain=[lo, hi])
+    points = alt.Chart(rel).mark_point(filled=True, size=60, color="#1f77b4").encode(
         x=alt.X("text:O", title="text"),
-        y=alt.Y("value:Q", title="max |Δlogit| / max |logit|", scale=alt.Scale(type="log")))
-    rule = alt.Chart(pd.DataFrame({"y": [1e-4]})).mark_rule(color="#d62728", strokeDash=[4, 3]).encode(y="y:Q")
-    return alt.layer(bars, rule).properties(width=WIDTH, height=HEIGHT,
-                                            title="folded vs original logits, per text (red: 1e-4 bound)")
+        y=alt.Y("value:Q", title="max |Δlogit| / max |logit|", scale=scale),
+        tooltip=[alt.Tooltip("text:O"), alt.Tooltip("value:Q", format=".2e")])
+    rule = alt.Chart(pd.DataFrame({"y": [bound]})).mark_rule(color="#d62728", strokeDash=[4, 3]).encode(
+        y=alt.Y("y:Q", scale=scale))
+    return alt.layer(points, rule).properties(width=WIDTH, height=HEIGHT,
+                                              title="folded vs original logits, per text (red: 1e-4 bound)")
 
 
 @chart_def("toy_composition")
