@@ -60,6 +60,10 @@ def _run_options(fn):
         click.option("--fail-on", type=click.Choice(OUTCOMES), multiple=True,
                      help="Exit 1 if any cell has this outcome (repeatable)."),
         click.option("--allow-pickle", is_flag=True, help="Allow pickled (.bin) weights; default safetensors only."),
+        click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     help="local: this process; ray: cells fanned out over a Ray cluster (pip install 'bench[ray]')."),
+        click.option("--ray-address", default=None, metavar="ADDRESS",
+                     help="Join this Ray cluster (e.g. ray://head:10001 or auto); default: start a local one."),
     ]):
         fn = opt(fn)
     return fn
@@ -88,13 +92,14 @@ def audit(model, paths, **kw):
 
 
 def _verify(paths, names, *, audit, profile, device, seed, runs_dir, report_dir, no_pdf, no_report, fail_on,
-            allow_pickle):
+            allow_pickle, executor, ray_address):
     from bench.core import run, spec
     from bench.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, profile=profile, device=device, seed=seed, runs_dir=runs_dir,
-                       allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit)
+                       allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit,
+                       executor=executor, ray_address=ray_address)
     result = run.execute(specs, opts, RichUI())
     print_summary(result.record, result.run_dir)
     if not no_report:

@@ -36,6 +36,9 @@ class Options:
     allow_pickle: bool = False
     command: str = ""
     audit: str | None = None  # the model an audit is about
+    executor: str = "local"  # "local" (this process) or "ray" (a Ray cluster)
+    ray_address: str | None = None  # an existing Ray cluster; None starts a local one
+    executor_options: tuple[tuple[str, Any], ...] = ()  # extra keyword options for the executor
 
 
 class UI:
@@ -45,6 +48,7 @@ class UI:
     def cell_start(self, cell: plan.Cell) -> None: ...
     def progress(self, fraction: float, message: str = "") -> None: ...
     def cell_done(self, cell: plan.Cell, verdict: Verdict, seconds: float, cached: bool) -> None: ...
+    def status(self, done: int, running: int, queued: int) -> None: ...
     def note(self, message: str) -> None: ...
     def stop(self) -> None: ...
 
@@ -69,6 +73,8 @@ def resolve_device(device: str) -> str:
 
 
 def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
+    from bench.core import executors
+
     ui = ui or UI()
     device = resolve_device(opts.device)
     profile = opts.profile or plan.default_profile(device)
@@ -79,34 +85,67 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     if opts.models not in (("default",), ("paper",)):
         for name in opts.models:  # names typed on the command line must exist: exit 2 before any work
             refs[name] = models.resolve(name)
+    executor = executors.make(opts.executor, address=opts.ray_address, **dict(opts.executor_options))
     dtype = "bfloat16" if device == "cuda" else "float32"
-    writer = RunWriter.create(opts.runs_dir, _header(opts, device, dtype, profile))
-    cache = Cache(warn=ui.note)
-    raw: list[Verdict] = []
+    writer = RunWriter.create(opts.runs_dir, {**_header(opts, device, dtype, profile),
+                                              "executor": _executor_info(executor, opts)})
+    by_key = {c.key: c for c in cells}
+    results: dict[str, executors.CellResult] = {}
+
+    def on_event(ev: executors.Event) -> None:  # results are matched to cells by key, never by position
+        if ev.kind == "start" and ev.key in by_key:
+            ui.cell_start(by_key[ev.key])
+        elif ev.kind == "progress":
+            ui.progress(ev.fraction, ev.message)
+        elif ev.kind == "note":
+            ui.note(ev.message)
+        elif ev.kind == "status":
+            getattr(ui, "status", lambda *a: None)(*ev.counts)
+        elif ev.kind == "done" and ev.key in by_key and ev.key not in results:
+            res = ev.result
+            results[ev.key] = res
+            writer.add(res.record, res.frame)
+            ui.cell_done(by_key[ev.key], res.verdict, res.seconds, res.cached)
+
     ui.start(len(cells))
     try:
-        for name, group in _by_model(cells):
-            runner = _ModelCells(name, refs, device, dtype, opts, cache, ui)
-            for cell in group:
-                cell_rec, frame, verdict = runner.run(cell)
-                raw.append(verdict)
-                writer.add(cell_rec, frame)
-            runner.release()
+        executor.run(cells, executors.Job(refs, device, dtype, opts.allow_pickle), on_event)
     except KeyboardInterrupt:
-        writer.finish("interrupted", [v.to_json() for v in raw])
+        writer.finish("interrupted", [results[k].verdict.to_json() for k in _in_plan_order(writer, cells)])
         ui.stop()
         raise
-    final = stats.adjust(raw)
+    missing = [c for c in cells if c.key not in results]
+    for c in missing:  # an executor that lost a cell without reporting it: the record stays complete
+        verdict = stats.errored("the executor returned no result for this cell")
+        on_event(executors.Event("done", key=c.key, result=executors.CellResult(
+            c.key, _lost_record(c), None, verdict, 0.0, False)))
+    order = _in_plan_order(writer, cells)
+    final = stats.adjust([results[k].verdict for k in order])
     writer.finish("complete", [v.to_json() for v in final])
     ui.stop()
     return Result(writer.dir, writer.record, final)
 
 
-def _by_model(cells: list[plan.Cell]) -> list[tuple[str, list[plan.Cell]]]:
-    groups: dict[str, list[plan.Cell]] = {}
-    for c in cells:
-        groups.setdefault(c.model, []).append(c)
-    return list(groups.items())
+def _in_plan_order(writer: RunWriter, cells: list[plan.Cell]) -> list[str]:
+    """Put the record's cells in plan order (executors may finish them in any order); return their keys."""
+    rank = {c.key: i for i, c in enumerate(cells)}
+    key = lambda rec: f"{rec['spec']['id']}|{rec['model']}|{rec['seed']}"  # noqa: E731 - as plan.Cell.key
+    writer.record["cells"].sort(key=lambda rec: rank.get(key(rec), len(rank)))
+    return [key(rec) for rec in writer.record["cells"]]
+
+
+def _lost_record(cell: plan.Cell) -> dict[str, Any]:
+    return {"spec": cell.spec.describe(), "model": cell.model, "seed": cell.seed,
+            "probe": {"name": cell.probe.name, "version": cell.probe.version}, "model_ref": None,
+            "fingerprint": None, "timings": {}, "cache_hit": False}
+
+
+def _executor_info(executor, opts: Options) -> dict[str, Any]:
+    info = {"name": executor.name}
+    describe = getattr(executor, "describe", None)
+    if describe is not None:
+        info.update(describe())
+    return info
 
 
 ModelRef = models.ModelRef

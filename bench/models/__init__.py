@@ -7,6 +7,7 @@
 ``folding``  norm scales and biases folded into the linear layers that read them
 """
 
-from bench.models.loading import ALIASES, Embedded, LoadedModel, ModelRef, cache_state, load, prepare, resolve
+from bench.models.loading import (ALIASES, Embedded, LoadedModel, ModelRef, cache_state, load, prepare, resolve,
+                                  weight_bytes)
 
 __all__ = ["ALIASES", "Embedded", "LoadedModel", "ModelRef", "cache_state", "load", "prepare", "resolve"]

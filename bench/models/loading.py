@@ -145,8 +145,15 @@ def resolve(name: str) -> ModelRef:
 
 
 def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
-         progress: Callable[[str], None] | None = None) -> LoadedModel:
-    """Load the weights (converting an embedded GGUF once) on `device` ("cpu" or "cuda")."""
+         progress: Callable[[str], None] | None = None, device_map: Any = None,
+         offload_folder: str | None = None) -> LoadedModel:
+    """Load the weights (converting an embedded GGUF once) on `device` ("cpu" or "cuda").
+
+    On CUDA: bfloat16, ``device_map="auto"`` (accelerate spreads a model that one GPU cannot hold) and the sdpa
+    attention kernel; probes that need attention probabilities switch to "eager" for their pass
+    (:func:`bench.models.hooks.attention_implementation`).  `device_map` overrides the placement (a dict of
+    module path → device, "disk" included, with `offload_folder`), e.g. to split a model for a test.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -154,9 +161,12 @@ def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
     folder = prepare(ref, say) if ref.kind in ("alias", "gguf") else ref.location
     dev = torch.device(device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": False, "use_safetensors": not allow_pickle or None}
-    if dev.type == "cuda":
-        kwargs["device_map"] = "auto"
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": False, "use_safetensors": not allow_pickle or None,
+                              "attn_implementation": "sdpa"}
+    if device_map is not None or dev.type == "cuda":
+        kwargs["device_map"] = device_map if device_map is not None else "auto"
+        if offload_folder:
+            kwargs["offload_folder"] = offload_folder
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
         tok = AutoTokenizer.from_pretrained(folder)
@@ -165,7 +175,7 @@ def load(ref: ModelRef, device: str = "cpu", *, allow_pickle: bool = False,
         raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}{hint}") from None
     except ValueError as exc:
         raise ModelError(f"cannot load model '{ref.name}': {str(exc).splitlines()[0]}") from None
-    if dev.type != "cuda":
+    if "device_map" not in kwargs:
         model.to(dev)
     model.eval()
     return LoadedModel(ref, model, tok, dev, dtype, ref.fingerprint())
@@ -209,6 +219,20 @@ def _convert(gguf: Path, target: Path, digest: str) -> None:
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ModelError(f"cannot convert {gguf.name}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+
+
+def weight_bytes(ref: ModelRef) -> int:
+    """Bytes of the weights as float32 (without loading): the converted folder, else an estimate from the file."""
+    if ref.kind == "hub":
+        return 0
+    if ref.kind in ("alias", "gguf"):
+        target = cache_root() / "models" / _file_hash(ref._gguf())[:16]
+        if not (target / "bench-provenance.json").is_file():
+            return ref._gguf().stat().st_size * 7  # ~4.5-bit quantised → 32-bit floats
+        folder = target
+    else:
+        folder = Path(ref.location)
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
 
 
 def cache_state(alias: str) -> str:
