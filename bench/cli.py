@@ -38,13 +38,15 @@ def _guard(fn):
 @click.version_option(package_name="bench")
 def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
+    # bench draws its own progress; keep library chatter out (set here, read when transformers is imported,
+    # which a run replayed from the cache never does)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:  # pragma: no cover - imported by an embedding program
         from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()  # bench draws its own progress; keep library chatter out
+        hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover
-        pass
 
 
 def _run_options(fn):
@@ -112,7 +114,7 @@ def _render(run_dir: Path, report_dir: Path, pdf: bool) -> None:
         from bench.report import render
     except ImportError:  # reports are optional at this stage of the tool
         return
-    paths = render(run_dir, report_dir / run_dir.name, pdf=pdf)
+    paths = render(run_dir, report_dir / run_dir.name, pdf=pdf, reuse=True)
     for p in paths:
         click.echo(f"report: {p}")
 

@@ -16,8 +16,7 @@ from typing import Any
 import pandas as pd
 
 from bench import models, stats
-from bench.core import plan, schemas
-from bench.core.context import ProbeContext
+from bench.core import plan
 from bench.core.errors import BenchError, ModelError, UsageError
 from bench.core.spec import Spec
 from bench.core.store import Cache, RunWriter, key_of
@@ -73,9 +72,15 @@ def resolve_device(device: str) -> str:
 
 
 def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
-    from bench.core import executors
+    from bench.core import executors, replay
 
     ui = ui or UI()
+    replay_key = None
+    if replay.enabled() and (fast := replay.cheap_device(opts.device)) is not None:
+        replay_key = replay.key(specs, opts, opts.profile or plan.default_profile(fast), fast)
+        entry = replay.load(replay_key) if replay_key else None
+        if entry is not None:
+            return _replayed(entry, opts, ui)
     device = resolve_device(opts.device)
     profile = opts.profile or plan.default_profile(device)
     cells = plan.build(specs, opts.models, profile, (opts.seed,))
@@ -122,8 +127,47 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     order = _in_plan_order(writer, cells)
     final = stats.adjust([results[k].verdict for k in order])
     writer.finish("complete", [v.to_json() for v in final])
+    if replay_key:
+        replay.store(replay_key, writer.record)
     ui.stop()
     return Result(writer.dir, writer.record, final)
+
+
+def _replayed(entry: dict[str, Any], opts: Options, ui: UI) -> Result:
+    """A run with nothing changed: the stored cells and verdicts, frames copied from the cache (see replay)."""
+    from bench.core import replay
+    from bench.core.store import atomic_write_bytes
+
+    header = {"command": opts.command or " ".join(sys.argv), "git_revision": _git_revision(),
+              "packages": {p: _version(p) for p in PACKAGES}, **entry["header"], "seed": opts.seed,
+              "models_choice": list(opts.models), "audit": opts.audit,
+              "executor": {"name": "replay", "of_run": entry["run_id"]}}
+    writer = RunWriter.create(opts.runs_dir, header)
+    ui.start(len(entry["cells"]))
+    verdicts = []
+    for cell in entry["cells"]:
+        cell = {**cell, "cache_hit": True, "timings": {"total_s": 0.0}}
+        if cell.get("frame"):
+            atomic_write_bytes(writer.dir / cell["frame"], replay.frame_bytes(cell["cache_key"]))
+        writer.record["cells"].append(cell)
+        verdicts.append(Verdict.from_json(cell["verdict"]))
+        ui.cell_done(_Shown(cell), verdicts[-1], 0.0, True)
+    writer.finish("complete")
+    ui.stop()
+    return Result(writer.dir, writer.record, verdicts)
+
+
+@dataclass(frozen=True)
+class _ShownSpec:
+    id: str
+
+
+class _Shown:
+    """What a UI reads of a cell (its spec id and model), for a cell that comes from a stored record."""
+
+    def __init__(self, cell: dict[str, Any]):
+        self.spec, self.model, self.seed = _ShownSpec(cell["spec"]["id"]), cell["model"], cell["seed"]
+        self.key = f"{cell['spec']['id']}|{cell['model']}|{cell['seed']}"
 
 
 def _in_plan_order(writer: RunWriter, cells: list[plan.Cell]) -> list[str]:
@@ -180,6 +224,8 @@ class _ModelCells:
             parts = plan.cache_parts(cell, self.fingerprint, self.device, self.dtype)
             key = key_of(parts)
             rec["cache_key"] = key
+            from bench.core import schemas
+
             validate = lambda f: schemas.validate(f, cell.probe.schema, cell.probe.metrics)  # noqa: E731
             frame = self.cache.get(key, validate)
             cached = frame is not None
@@ -205,6 +251,9 @@ class _ModelCells:
 
     def _measure(self, cell: plan.Cell, rec: dict, validate) -> tuple[pd.DataFrame | None, Verdict | None]:
         import torch
+
+        from bench.core import schemas
+        from bench.core.context import ProbeContext
 
         try:
             if cell.probe.uses_model and self.loaded is None:
