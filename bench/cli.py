@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from pathlib import Path
-
 import traceback
+from pathlib import Path
 
 import click
 
@@ -77,15 +76,17 @@ def main() -> None:
 
 
 def _quiet_libraries(quiet: bool) -> None:
-    """bench draws its own progress; keep the libraries' chatter and progress bars out unless -v."""
-    try:
+    """bench draws its own progress; keep the libraries' chatter and progress bars out unless -v.  Set through the
+    environment, read when transformers is first imported (a run replayed from the cache never imports it)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if quiet:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "transformers" in sys.modules:  # pragma: no cover - imported by an embedding program
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         if quiet:
             hf_logging.set_verbosity_error()
-    except ImportError:  # pragma: no cover
-        pass
 
 
 def _run_options(fn):
@@ -111,6 +112,10 @@ def _run_options(fn):
         click.option("--control", type=click.Choice(["random-init"]), default=None,
                      help="Also run every claim on a negative control of each model: the same config and "
                           "tokenizer with seeded random weights (NAME+random-init)."),
+        click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     help="local: this process; ray: cells fanned out over a Ray cluster (pip install 'bench[ray]')."),
+        click.option("--ray-address", default=None, metavar="ADDRESS",
+                     help="Join this Ray cluster (e.g. ray://head:10001 or auto); default: start a local one."),
     ]):
         fn = opt(fn)
     return fn
@@ -148,7 +153,7 @@ def _spec_paths(paths) -> tuple[Path, ...]:
 
 
 def _verify(paths, names, *, audit, profile, device, dtype, revision, as_json, seed, runs_dir, report_dir, no_pdf,
-            no_report, fail_on, allow_pickle, control):
+            no_report, fail_on, allow_pickle, control, executor, ray_address):
     refs = _resolve_first(names, revision)
     from bench.core import results, run, spec
     from bench.ui import RichUI, print_summary
@@ -156,7 +161,8 @@ def _verify(paths, names, *, audit, profile, device, dtype, revision, as_json, s
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, profile=profile, device=device, seed=seed, runs_dir=runs_dir,
                        allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit,
-                       dtype=dtype, revision=revision, refs=refs, control=control)
+                       dtype=dtype, revision=revision, refs=refs, control=control, executor=executor,
+                       ray_address=ray_address)
     result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0 or as_json))
     if as_json:
         click.echo(results.to_json(results.rows(result.record)), nl=False)
@@ -181,7 +187,7 @@ def _render(run_dir: Path, report_dir: Path, pdf: bool, err: bool = False) -> No
         from bench.report import render
     except ImportError:  # reports are optional at this stage of the tool
         return
-    paths = render(run_dir, report_dir / run_dir.name, pdf=pdf)
+    paths = render(run_dir, report_dir / run_dir.name, pdf=pdf, reuse=True)
     for p in paths:
         click.echo(f"report: {p}", err=err)
 

@@ -58,6 +58,10 @@ class RichUI(UI):
         ERR.print(f"  [{STYLE[verdict.outcome.value]}]{verdict.outcome.value:<12}[/] {cell.spec.id} × {cell.model}"
                   f"  [dim]{'cached' if cached else f'{seconds:.1f}s'}[/]")
 
+    def status(self, done: int, running: int, queued: int) -> None:
+        if self.overall is not None:
+            self.bar.update(self.overall, note=f"{done} done · {running} running · {queued} queued")
+
     def note(self, message: str) -> None:
         if not self.quiet:
             ERR.print(f"[dim]{message}[/]")

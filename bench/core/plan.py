@@ -25,6 +25,11 @@ class Cell:
         return registry.probe(self.spec.probe)
 
     @property
+    def key(self) -> str:
+        """Identity of the cell within a run: executors report results under it, never by position."""
+        return f"{self.spec.id}|{self.model}|{self.seed}"
+
+    @property
     def label(self) -> str:
         return f"{self.spec.id} × {self.model}"
 

@@ -10,10 +10,10 @@ an unknown name gets a "did you mean".
 from __future__ import annotations
 
 import functools
-import math
 import importlib
 import importlib.util
 import inspect
+import math
 import pkgutil
 import types
 import typing

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import platform
 import subprocess
 import sys
-import time
-import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from bench import models, stats
-from bench.core import plan, results, schemas, upkeep
-from bench.core.context import ProbeContext
-from bench.core.errors import BenchError, ModelError, UsageError
+from bench.core import plan, results, upkeep
+from bench.core.errors import ModelError, UsageError
 from bench.core.spec import Spec
-from bench.core.store import Cache, RunWriter, key_of
+from bench.core.store import Cache, RunWriter
 from bench.stats import Outcome, Verdict
 
 PACKAGES = ("bench", "torch", "transformers", "pandas", "pandera", "scipy", "numpy", "accelerate", "gguf")
@@ -41,6 +35,9 @@ class Options:
     dtype: str = "auto"  # "auto" = float32 on the CPU, bfloat16 on an accelerator
     revision: str | None = None  # hub revision for hub ids given without "@revision"
     refs: dict[str, Any] = field(default_factory=dict)  # names already resolved by the caller (ModelRef each)
+    executor: str = "local"  # "local" (this process) or "ray" (a Ray cluster)
+    ray_address: str | None = None  # an existing Ray cluster; None starts a local one
+    executor_options: tuple[tuple[str, Any], ...] = ()  # extra keyword options for the executor
 
 
 class UI:
@@ -50,6 +47,7 @@ class UI:
     def cell_start(self, cell: plan.Cell) -> None: ...
     def progress(self, fraction: float, message: str = "") -> None: ...
     def cell_done(self, cell: plan.Cell, verdict: Verdict, seconds: float, cached: bool) -> None: ...
+    def status(self, done: int, running: int, queued: int) -> None: ...
     def note(self, message: str) -> None: ...
     def stop(self) -> None: ...
 
@@ -100,7 +98,15 @@ def display_names(refs: dict[str, Any]) -> dict[str, str]:
 
 
 def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
+    from bench.core import executors, replay
+
     ui = ui or UI()
+    replay_key = None
+    if replay.enabled() and (fast := replay.cheap_device(opts.device)) is not None:
+        replay_key = replay.key(specs, opts, opts.profile or plan.default_profile(_device_type(fast)), fast)
+        entry = replay.load(replay_key) if replay_key else None
+        if entry is not None:
+            return _replayed(entry, opts, ui)
     device = resolve_device(opts.device)
     profile = opts.profile or plan.default_profile(_device_type(device))
     refs: dict[str, ModelRef | ModelError] = {}
@@ -110,35 +116,120 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     cells = plan.build(specs, opts.models, profile, (opts.seed,), opts.control)
     if not cells:
         raise UsageError("nothing to run: no spec lists a model for this choice of --models")
-    if not refs:
-        refs = _resolve_quietly({c.model for c in cells}, opts.revision)
+    refs = {**_resolve_quietly({c.model for c in cells} - set(refs), opts.revision), **refs}
     shown = display_names(refs)
     dtype = str(models.torch_dtype(opts.dtype, _device_type(device))).removeprefix("torch.")
-    writer = RunWriter.create(opts.runs_dir, _header(opts, device, dtype, profile))
+    executor = executors.make(opts.executor, address=opts.ray_address, **dict(opts.executor_options))
+    writer = RunWriter.create(opts.runs_dir, {**_header(opts, device, dtype, profile),
+                                              "executor": _executor_info(executor, opts)})
     cache = Cache(warn=ui.note)
     alive = _tidy_up(writer, cache, opts.runs_dir, ui)
-    raw: list[Verdict] = []
+    by_key = {c.key: c for c in cells}
+    done: dict[str, executors.CellResult] = {}
+    added: list[str] = []  # keys of writer.record["cells"], in the order they were added
+
+    def on_event(ev: executors.Event) -> None:  # results are matched to cells by key, never by position
+        if ev.kind == "start" and ev.key in by_key:
+            ui.cell_start(by_key[ev.key])
+        elif ev.kind == "progress":
+            ui.progress(ev.fraction, ev.message)
+        elif ev.kind == "note":
+            ui.note(ev.message)
+        elif ev.kind == "status":
+            getattr(ui, "status", lambda *a: None)(*ev.counts)
+        elif ev.kind == "done" and ev.key in by_key and ev.key not in done:
+            res = ev.result
+            done[ev.key] = res
+            added.append(ev.key)
+            writer.add(res.record, res.frame)
+            ui.cell_done(by_key[ev.key], res.verdict, res.seconds, res.cached)
+
+    job = executors.Job(refs, device, dtype, opts.allow_pickle, revision=opts.revision, shown=shown)
     ui.start(len(cells))
     try:
-        for name, group in _by_model(cells):
-            runner = _ModelCells(name, refs, device, dtype, opts, cache, ui, shown.get(name, name))
-            for cell in group:
-                cell_rec, frame, verdict = runner.run(cell)
-                raw.append(verdict)
-                writer.add(cell_rec, frame)
-            runner.release()
+        executor.run(cells, job, on_event)
     except BaseException:  # Ctrl-C, or an error that ends the run: the record says it did not complete
-        writer.finish("interrupted", [v.to_json() for v in raw])
+        order = _in_plan_order(writer, cells, added)
+        writer.finish("interrupted", [done[k].verdict.to_json() for k in order])
         results.write(writer.dir, writer.record)
         ui.stop()
         alive.close()
         raise
-    final = stats.adjust(raw)
+    for c in [c for c in cells if c.key not in done]:  # a cell an executor lost: the record stays complete
+        verdict = stats.errored("the executor returned no result for this cell")
+        on_event(executors.Event("done", key=c.key, result=executors.CellResult(
+            c.key, _lost_record(c, shown), None, verdict, 0.0, False)))
+    order = _in_plan_order(writer, cells, added)
+    final = stats.adjust([done[k].verdict for k in order])
     writer.finish("complete", [v.to_json() for v in final])
     results.write(writer.dir, writer.record)
     alive.close()
+    if replay_key:
+        replay.store(replay_key, writer.record)
     ui.stop()
     return Result(writer.dir, writer.record, final)
+
+
+def _in_plan_order(writer: RunWriter, cells: list[plan.Cell], added: list[str]) -> list[str]:
+    """Put the record's cells in plan order (executors may finish them in any order); return their keys."""
+    rank = {c.key: i for i, c in enumerate(cells)}
+    pairs = sorted(zip(added, writer.record["cells"]), key=lambda kv: rank.get(kv[0], len(rank)))
+    writer.record["cells"][:] = [rec for _, rec in pairs]
+    added[:] = [k for k, _ in pairs]
+    return list(added)
+
+
+def _lost_record(cell: plan.Cell, shown: dict[str, str]) -> dict[str, Any]:
+    from bench.core.cells import portable_spec
+
+    return {"spec": portable_spec(cell.spec.describe()), "model": shown.get(cell.model, cell.model),
+            "seed": cell.seed, "probe": {"name": cell.probe.name, "version": cell.probe.version}, "model_ref": None,
+            "fingerprint": None, "timings": {}, "cache_hit": False}
+
+
+def _executor_info(executor, opts: Options) -> dict[str, Any]:
+    info = {"name": executor.name}
+    describe = getattr(executor, "describe", None)
+    if describe is not None:
+        info.update(describe())
+    return info
+
+
+def _replayed(entry: dict[str, Any], opts: Options, ui: UI) -> Result:
+    """A run with nothing changed: the stored cells and verdicts, frames copied from the cache (see replay)."""
+    from bench.core import replay
+    from bench.core.store import atomic_write_bytes
+
+    header = {"command": opts.command or " ".join(sys.argv), "git_revision": _git_revision(),
+              "packages": {p: _version(p) for p in PACKAGES}, **entry["header"], "seed": opts.seed,
+              "models_choice": list(opts.models), "audit": opts.audit,
+              "executor": {"name": "replay", "of_run": entry["run_id"]}}
+    writer = RunWriter.create(opts.runs_dir, header)
+    ui.start(len(entry["cells"]))
+    verdicts = []
+    for cell in entry["cells"]:
+        cell = {**cell, "cache_hit": True, "timings": {"total_s": 0.0}}
+        if cell.get("frame"):
+            atomic_write_bytes(writer.dir / cell["frame"], replay.frame_bytes(cell["cache_key"]))
+        writer.record["cells"].append(cell)
+        verdicts.append(Verdict.from_json(cell["verdict"]))
+        ui.cell_done(_Shown(cell), verdicts[-1], 0.0, True)
+    writer.finish("complete")
+    ui.stop()
+    return Result(writer.dir, writer.record, verdicts)
+
+
+@dataclass(frozen=True)
+class _ShownSpec:
+    id: str
+
+
+class _Shown:
+    """What a UI reads of a cell (its spec id and model), for a cell that comes from a stored record."""
+
+    def __init__(self, cell: dict[str, Any]):
+        self.spec, self.model, self.seed = _ShownSpec(cell["spec"]["id"]), cell["model"], cell["seed"]
+        self.key = f"{cell['spec']['id']}|{cell['model']}|{cell['seed']}"
 
 
 def _tidy_up(writer: RunWriter, cache: Cache, runs_dir: Path, ui: UI) -> contextlib.ExitStack:
@@ -149,6 +240,8 @@ def _tidy_up(writer: RunWriter, cache: Cache, runs_dir: Path, ui: UI) -> context
     upkeep.mark_interrupted(runs_dir, ui.note)
     upkeep.sweep(runs_dir, cache.root, ui.note)
     return alive
+
+
 def _resolve_quietly(names: set[str], revision: str | None) -> dict[str, "ModelRef | ModelError"]:
     """Spec-listed models: resolved once here; one that does not resolve is SKIPPED later, with its reason."""
     out: dict[str, ModelRef | ModelError] = {}
@@ -160,114 +253,7 @@ def _resolve_quietly(names: set[str], revision: str | None) -> dict[str, "ModelR
     return out
 
 
-def _by_model(cells: list[plan.Cell]) -> list[tuple[str, list[plan.Cell]]]:
-    groups: dict[str, list[plan.Cell]] = {}
-    for c in cells:
-        groups.setdefault(c.model, []).append(c)
-    return list(groups.items())
-
-
 ModelRef = models.ModelRef
-
-
-class _ModelCells:
-    """Runs the cells of one model, loading it at most once and only on a cache miss."""
-
-    def __init__(self, name, refs, device, dtype, opts: Options, cache: Cache, ui: UI, shown: str | None = None):
-        self.name, self.device, self.dtype, self.opts, self.cache, self.ui = name, device, dtype, opts, cache, ui
-        self.shown = shown or name  # the short name records and reports use
-        self.loaded: models.LoadedModel | None = None
-        self.ref: ModelRef | None = None
-        self.fingerprint: str | None = None
-        self.unavailable: str | None = None
-        try:
-            found = refs.get(name) or models.resolve(name, opts.revision)
-            if isinstance(found, ModelError):
-                raise found
-            self.ref = found
-            self.fingerprint = self.ref.fingerprint()
-        except ModelError as exc:
-            self.unavailable = str(exc)
-
-    def run(self, cell: plan.Cell) -> tuple[dict[str, Any], pd.DataFrame | None, Verdict]:
-        self.ui.cell_start(cell)
-        t0 = time.perf_counter()
-        rec: dict[str, Any] = {"spec": _portable_spec(cell.spec.describe()), "model": self.shown,
-                               "seed": cell.seed, "probe": {"name": cell.probe.name, "version": cell.probe.version},
-                               "model_ref": self.ref.__dict__ if self.ref else None,
-                               "fingerprint": self.fingerprint, "timings": {}}
-        frame, verdict, cached = None, None, False
-        if self.unavailable and cell.probe.uses_model:
-            verdict = stats.skipped(self.unavailable)
-        else:
-            parts = plan.cache_parts(cell, self.fingerprint, _device_type(self.device), self.dtype)
-            key = key_of(parts)
-            rec["cache_key"] = key
-            validate = lambda f: schemas.validate(f, cell.probe.schema, cell.probe.metrics)  # noqa: E731
-            frame, verdict, cached = self._cached_or_measured(cell, rec, key, parts, validate)
-        rec["cache_hit"] = cached
-        if frame is not None:
-            rec["notes"] = list(frame.attrs.get("notes", []))
-            t1 = time.perf_counter()
-            try:
-                verdict = stats.evaluate(frame, cell.spec.rule, cell.spec.rule_params())
-            except Exception as exc:  # noqa: BLE001 - a rule bug must not sink the run
-                verdict = stats.errored(f"verdict rule failed: {type(exc).__name__}: {exc}")
-                rec["traceback"] = traceback.format_exc()
-            rec["timings"]["verdict_s"] = round(time.perf_counter() - t1, 3)
-        seconds = time.perf_counter() - t0
-        rec["timings"]["total_s"] = round(seconds, 3)
-        rec["verdict"] = verdict.to_json()
-        self.ui.cell_done(cell, verdict, seconds, cached)
-        return rec, frame, verdict
-
-    def _cached_or_measured(self, cell, rec, key, parts, validate):
-        """The cell's frame from the cache, or measured under the cell's compute lock (so that a second run on
-        this cache waits and then reads the entry instead of computing it again)."""
-        frame = self.cache.get(key, validate)
-        if frame is not None:
-            return frame, None, True
-        with self.cache.computing(key):
-            frame = self.cache.get(key, validate)
-            if frame is not None:
-                return frame, None, True
-            frame, verdict = self._measure(cell, rec, validate)
-            if frame is not None:
-                self.cache.put(key, frame, parts)
-        return frame, verdict, False
-
-    def _measure(self, cell: plan.Cell, rec: dict, validate) -> tuple[pd.DataFrame | None, Verdict | None]:
-        import torch
-
-        try:
-            if cell.probe.uses_model and self.loaded is None:
-                t = time.perf_counter()
-                self.ui.progress(0.0, f"loading {self.shown}")
-                self.loaded = models.load(self.ref, self.device, dtype=self.opts.dtype,
-                                          allow_pickle=self.opts.allow_pickle, progress=self.ui.note)
-                rec["timings"]["load_s"] = round(time.perf_counter() - t, 3)
-            ctx = ProbeContext(model=self.loaded if cell.probe.uses_model else None, seed=cell.seed,
-                               device=torch.device(self.device), cache=self.cache, progress=self.ui.progress)
-            t = time.perf_counter()
-            frame = cell.probe.fn(ctx, **cell.spec.probe_params())
-            rec["timings"]["measure_s"] = round(time.perf_counter() - t, 3)
-            return validate(frame), None
-        except ModelError as exc:
-            if self.loaded is None:
-                self.unavailable = str(exc)
-            return None, stats.errored(str(exc))
-        except (schemas.FrameError, *_pandera_errors()) as exc:
-            rec["failure_cases"] = schemas.failure_table(exc)
-            return None, stats.errored(f"frame failed its schema: {str(exc).splitlines()[0][:200]}")
-        except BenchError as exc:
-            return None, stats.errored(str(exc))
-        except Exception as exc:  # noqa: BLE001 - a crashing probe becomes an ERROR cell, not a crashed run
-            rec["traceback"] = traceback.format_exc()
-            return None, stats.errored(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-
-    def release(self) -> None:
-        self.loaded = None
-        gc.collect()
 
 
 def _portable_command(command: str) -> str:
@@ -281,19 +267,6 @@ def _portable_command(command: str) -> str:
             w = "~" + w[len(home):]
         words.append(w)
     return " ".join(words)
-
-
-def _portable_spec(described: dict[str, Any]) -> dict[str, Any]:
-    """A spec description whose file path is relative to its specs root: records name no machine folders."""
-    from bench.resources import relative_spec_path
-
-    return {**described, "path": relative_spec_path(described["path"])}
-
-
-def _pandera_errors():
-    import pandera.errors as pe
-
-    return (pe.SchemaError, pe.SchemaErrors)
 
 
 def _header(opts: Options, device: str, dtype: str, profile: str) -> dict[str, Any]:

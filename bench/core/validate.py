@@ -11,9 +11,10 @@ import math
 import os
 import re
 import stat
-import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+import tomllib
 
 from bench.core.errors import SpecError, did_you_mean
 

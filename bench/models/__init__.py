@@ -7,8 +7,19 @@
 ``folding``  norm scales and biases folded into the linear layers that read them
 """
 
-from bench.models.loading import (ALIASES, DTYPES, Embedded, LoadedModel, ModelRef, cache_state, load, prepare, resolve,
-                                   torch_dtype)
+from bench.models.loading import (
+                                  ALIASES,
+                                  DTYPES,
+                                  Embedded,
+                                  LoadedModel,
+                                  ModelRef,
+                                  cache_state,
+                                  load,
+                                  prepare,
+                                  resolve,
+                                  torch_dtype,
+                                  weight_bytes,
+)
 
 __all__ = ["ALIASES", "DTYPES", "Embedded", "LoadedModel", "ModelRef", "cache_state", "load", "prepare", "resolve",
-           "torch_dtype"]
+           "torch_dtype", "weight_bytes"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from bench.core.errors import ArchError
 from bench.models.arch import Arch, _in_out, get

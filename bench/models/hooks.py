@@ -26,22 +26,53 @@ def _first(x):
     return x[0] if isinstance(x, (tuple, list)) else x
 
 
+def home_device(model: torch.nn.Module) -> torch.device:
+    """Where a model's inputs go and its statistics are gathered: the device of its first parameter that is
+    not offloaded (a model split by accelerate keeps offloaded weights on the meta device until they run)."""
+    for p in model.parameters():
+        if p.device.type != "meta":
+            return p.device
+    return torch.device("cpu")
+
+
+def is_split(model: torch.nn.Module) -> bool:
+    """True when accelerate placed the model's modules on more than one device (GPUs, CPU, disk)."""
+    placed = getattr(model, "hf_device_map", None) or {}
+    return len({str(d) for d in placed.values()}) > 1
+
+
+def gatherer(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """For a split or reduced-precision model: move a captured tensor to the home device in float32, so that
+    the statistics see one device and full precision.  None (nothing to do) for a float32 model in one place."""
+    low = any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters())
+    if not (low or is_split(model)):
+        return None
+    home = home_device(model)
+    return lambda t: t.to(home, torch.float32) if t.is_floating_point() else t.to(home)
+
+
 @contextlib.contextmanager
 def capture(model: torch.nn.Module, paths: Iterable[str], *, inputs: bool = False,
-            transform: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Iterator[dict[str, list[torch.Tensor]]]:
+            transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+            gather: bool = True) -> Iterator[dict[str, list[torch.Tensor]]]:
     """Record the output (or, with ``inputs=True``, the first positional input) of each module per forward call.
 
-    Yields ``{path: [tensor per call]}``; tensors are detached, and passed through `transform` when given
-    (e.g. a reduction, so that only what is needed is kept).
+    Yields ``{path: [tensor per call]}``; tensors are detached, gathered on the model's home device in float32
+    when the model is split over devices or runs in bfloat16/float16 (see :func:`gatherer`; ``gather=False``
+    keeps them where and as they are), and passed through `transform` when given (e.g. a reduction, so that
+    only what is needed is kept).
     """
     store: dict[str, list[torch.Tensor]] = {p: [] for p in paths}
     handles = []
+    move = gatherer(model) if gather else None
     try:
         for path in store:
             mod = _module(model, path)
 
             def record(t, path=path):
                 t = _first(t).detach()
+                if move is not None:
+                    t = move(t)
                 store[path].append(transform(t) if transform else t)
 
             if inputs:
@@ -65,9 +96,11 @@ def intervene(model: torch.nn.Module, edits: dict[str, Callable[[torch.Tensor], 
             mod = _module(model, path)
 
             def hook(m, args, out, fn=fn):
-                if isinstance(out, tuple):
-                    return (fn(out[0]), *out[1:])
-                return fn(out)
+                t = out[0] if isinstance(out, tuple) else out
+                new = fn(t)
+                if isinstance(new, torch.Tensor) and (new.device != t.device or new.dtype != t.dtype):
+                    new = new.to(t.device, t.dtype)  # an edit computed on the home device, for a split model
+                return (new, *out[1:]) if isinstance(out, tuple) else new
 
             handles.append(mod.register_forward_hook(hook))
         yield

@@ -214,8 +214,15 @@ def torch_dtype(dtype: str | None, device_type: str):
 
 
 def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_pickle: bool = False,
-         progress: Callable[[str], None] | None = None) -> LoadedModel:
-    """Load the weights (converting an embedded GGUF once) on `device` ("cpu", "cuda", "cuda:N", "mps")."""
+         progress: Callable[[str], None] | None = None, device_map: Any = None,
+         offload_folder: str | None = None) -> LoadedModel:
+    """Load the weights (converting an embedded GGUF once) on `device` ("cpu", "cuda", "cuda:N", "mps").
+
+    On CUDA: bfloat16 unless `dtype` says otherwise, ``device_map="auto"`` (accelerate spreads a model that one
+    GPU cannot hold) and the sdpa attention kernel; probes that need attention probabilities switch to "eager"
+    for their pass (:func:`bench.models.hooks.attention_implementation`).  `device_map` overrides the placement
+    (a dict of module path → device, "disk" included, with `offload_folder`), e.g. to split a model for a test.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -223,11 +230,15 @@ def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_
     folder = prepare(ref, say) if ref.kind in ("alias", "gguf") else ref.location
     dev = torch.device(device)
     dt = torch_dtype(dtype, dev.type)
-    kwargs: dict[str, Any] = {"dtype": dt, **NO_REMOTE_CODE, "use_safetensors": not allow_pickle or None}
+    kwargs: dict[str, Any] = {"dtype": dt, **NO_REMOTE_CODE, "use_safetensors": not allow_pickle or None,
+                              "attn_implementation": "sdpa"}
     if ref.kind == "hub" and not Path(folder).is_dir():
         kwargs["revision"] = ref.revision  # the commit fingerprinted, not whatever main is now
-    if dev.type == "cuda":
-        kwargs["device_map"] = "auto" if dev.index is None else {"": dev.index}
+    if device_map is not None or dev.type == "cuda":
+        kwargs["device_map"] = (device_map if device_map is not None
+                                else "auto" if dev.index is None else {"": dev.index})
+        if offload_folder:
+            kwargs["offload_folder"] = offload_folder
     tok_kwargs = {"revision": kwargs["revision"]} if "revision" in kwargs else {}
     try:
         with hub.quiet():
@@ -244,7 +255,7 @@ def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_
     except ValueError as exc:
         hint = " (bench never runs code shipped with a model)" if "custom code" in str(exc) else ""
         raise ModelError(f"cannot load model '{ref.display}': {str(exc).splitlines()[0]}{hint}") from None
-    if dev.type != "cuda":
+    if "device_map" not in kwargs:
         model.to(dev)
     model.eval()
     return LoadedModel(ref, model, tok, dev, dt, ref.fingerprint())
@@ -308,6 +319,20 @@ def _no_conversion_bar():
         yield
     finally:
         gguf_utils.tqdm = original
+
+
+def weight_bytes(ref: ModelRef) -> int:
+    """Bytes of the weights as float32 (without loading): the converted folder, else an estimate from the file."""
+    if ref.kind == "hub":
+        return 0
+    if ref.kind in ("alias", "gguf"):
+        target = cache_root() / "models" / _file_hash(ref._gguf())[:16]
+        if not (target / "bench-provenance.json").is_file():
+            return ref._gguf().stat().st_size * 7  # ~4.5-bit quantised → 32-bit floats
+        folder = target
+    else:
+        folder = Path(ref.location)
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
 
 
 def cache_state(alias: str) -> str:

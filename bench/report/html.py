@@ -147,5 +147,5 @@ def render_diff_html(rows: list[dict[str, Any]], a: dict[str, Any], b: dict[str,
 def render_compare_html(rows, model_a: str, model_b: str, a: dict[str, Any], b: dict[str, Any]) -> str:
     return environment().get_template("compare.html.j2").render(
         rows=rows, model_a=model_a, model_b=model_b, a=a, b=b,
-        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        css=(templates_dir() / "report.css").read_text(encoding="utf-8"),
         rendered_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))

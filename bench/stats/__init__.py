@@ -21,7 +21,18 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+
+class _Scipy:
+    """``scipy.stats``, imported on first use: a run replayed from its record never needs it."""
+
+    def __getattr__(self, name: str):
+        import scipy.stats
+
+        return getattr(scipy.stats, name)
+
+
+stats = _Scipy()
 
 Reduce = Literal["mean", "max_group_mean", "max", "min"]
 

@@ -14,12 +14,12 @@ import os
 import random
 import sys
 import time
-import tomllib
 import traceback
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from bench.core import registry, validate
 from bench.core.errors import SpecError

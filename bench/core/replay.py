@@ -1,0 +1,106 @@
+"""Warm re-runs: a run whose every input is unchanged is replayed from the last complete run with those inputs.
+
+The replay key names everything a run's cells and verdicts depend on: each spec under its profile (its digest
+and its path), the models chosen and the fingerprint of each model's weights, the data fingerprints of the
+corpora, the device, dtype and seed, the versions of the packages that compute, and a hash of bench's own
+source (so a changed probe, rule or schema is never replayed).  On a hit the run record is written from the
+stored cells and verdicts, and the frames are copied from the cache; no model, no torch, no rule runs.  A run
+that had an ERROR or SKIPPED cell is never stored, so a failure is always tried again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench.core.store import atomic_write_json, cache_root, key_of
+
+PACKAGES = ("torch", "transformers", "pandas", "pandera", "scipy", "numpy", "accelerate", "gguf")
+
+
+def source_hash() -> str:
+    """sha256 over bench's Python source files and templates (names and contents)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".py", ".j2", ".html", ".css", ".toml") and "__pycache__" not in p.parts:
+            h.update(f"{p.relative_to(root)}\0".encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def cheap_device(device: str) -> str | None:
+    """The device `auto` means, without importing torch when no NVIDIA device node exists; None if unsure."""
+    if device != "auto":
+        return device
+    return "cpu" if not any(Path("/dev").glob("nvidia[0-9]*")) else None
+
+
+def key(specs, opts, profile: str, device: str) -> str | None:
+    """The replay key of a run, or None when an input cannot be fingerprinted cheaply."""
+    from bench import models
+    from bench.core import plan
+
+    dtype = "bfloat16" if device == "cuda" else "float32"
+    parts: dict[str, Any] = {"source": source_hash(), "models": list(opts.models), "profile": profile,
+                             "device": device, "dtype": dtype, "seed": opts.seed, "allow_pickle": opts.allow_pickle,
+                             "packages": {p: _version(p) for p in PACKAGES}, "specs": [], "fingerprints": {}}
+    try:
+        for spec in specs:
+            applied = spec.with_profile(profile)
+            parts["specs"].append([applied.path, applied.digest(), plan.data_fingerprint(applied.probe_params())])
+            for name in plan.models_for(spec, opts.models):
+                if name not in parts["fingerprints"]:
+                    ref = models.resolve(name)
+                    parts["fingerprints"][name] = ref.fingerprint() if ref.kind != "hub" else None
+    except Exception:  # noqa: BLE001 - anything unusual: take the ordinary path, which reports it properly
+        return None
+    if None in parts["fingerprints"].values():
+        return None  # a hub id without a local snapshot: its contents are not pinned
+    return key_of(parts)
+
+
+def _path(k: str) -> Path:
+    return cache_root() / "replay" / f"{k}.json"
+
+
+def load(k: str) -> dict[str, Any] | None:
+    try:
+        entry = json.loads(_path(k).read_text())
+    except (OSError, ValueError):
+        return None
+    for cell in entry["cells"]:  # every frame must still be in the cache
+        if cell.get("cache_key") and not (cache_root() / "frames" / cell["cache_key"][:2]
+                                          / f"{cell['cache_key']}.parquet").is_file():
+            return None
+    return entry
+
+
+def store(k: str, record: dict[str, Any]) -> None:
+    cells = record["cells"]
+    if record.get("status") != "complete" or any(c["verdict"]["outcome"] in ("ERROR", "SKIPPED") for c in cells):
+        return
+    if any(c.get("frame") and not c.get("cache_key") for c in cells):
+        return
+    keep = ("device", "dtype", "profile", "packages", "python", "platform")
+    atomic_write_json(_path(k), {"run_id": record["run_id"], "header": {h: record.get(h) for h in keep},
+                                 "cells": cells})
+
+
+def frame_bytes(cache_key: str) -> bytes:
+    return (cache_root() / "frames" / cache_key[:2] / f"{cache_key}.parquet").read_bytes()
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def enabled() -> bool:
+    return os.environ.get("BENCH_NO_REPLAY", "") in ("", "0")

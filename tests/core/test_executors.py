@@ -1,0 +1,116 @@
+"""Executors: the Ray executor gives the record the local one gives; a worker that dies costs a bounded retry,
+then an ERROR cell with a message, and every other cell finishes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.core import run, spec
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the workers import the fault probe as tests.core.executor_faults
+CIRCUITS = ["induction-heads-exist.toml", "k-composition.toml", "norm-folding-is-exact.toml"]
+
+
+def _record(result) -> dict:
+    return json.loads((result.run_dir / "record.json").read_text())
+
+
+def _frames(result) -> dict[str, bytes]:
+    return {c["spec"]["id"]: (result.run_dir / c["frame"]).read_bytes() for c in _record(result)["cells"]
+            if c.get("frame")}
+
+
+def _ray_options(tmp_path) -> tuple:
+    from tests.core import executor_faults
+
+    return (("num_cpus", 2), ("runtime_env", {"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}}),
+            ("worker_setup", executor_faults.register))
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local two-CPU Ray cluster for the module (starting one costs seconds on a small machine)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield ray
+    ray.shutdown()
+
+
+def test_local_executor_name_in_record(tmp_path, tiny_model_dir, specs_dir, one_thread):
+    specs = [spec.load_spec(specs_dir / "circuits" / "norm-folding-is-exact.toml")]
+    res = run.execute(specs, run.Options(models=(str(tiny_model_dir),), runs_dir=tmp_path / "runs"))
+    assert _record(res)["executor"] == {"name": "local"}
+
+
+def test_bench_without_ray_never_imports_it(tmp_path, tiny_model_dir, specs_dir):
+    code = ("import sys; from pathlib import Path; from bench.core import run, spec; "
+            f"s = [spec.load_spec(Path({str(specs_dir / 'circuits' / 'norm-folding-is-exact.toml')!r}))]; "
+            f"run.execute(s, run.Options(models=({str(tiny_model_dir)!r},), runs_dir=Path({str(tmp_path)!r}))); "
+            "assert 'ray' not in sys.modules, 'ray was imported'")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_unknown_executor_and_address_without_ray_are_usage_errors():
+    from bench.core import executors
+    from bench.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown executor"):
+        executors.make("dask")
+    with pytest.raises(UsageError, match="needs --executor ray"):
+        executors.make("local", address="auto")
+
+
+def test_ray_gives_the_local_record_on_circuits(tmp_path, tiny_model_dir, specs_dir, monkeypatch, ray_session,
+                                                one_thread):
+    specs = [spec.load_spec(specs_dir / "circuits" / name) for name in CIRCUITS]
+    results = {}
+    for name in ("local", "ray"):
+        monkeypatch.setenv("BENCH_CACHE", str(tmp_path / f"cache-{name}"))  # both compute every frame
+        opts = run.Options(models=(str(tiny_model_dir),), runs_dir=tmp_path / name, executor=name,
+                           executor_options=_ray_options(tmp_path) if name == "ray" else ())
+        results[name] = run.execute(specs, opts)
+    local, remote = (_record(results[k]) for k in ("local", "ray"))
+    assert remote["executor"]["name"] == "ray" and local["executor"]["name"] == "local"
+    assert [c["spec"]["id"] for c in remote["cells"]] == [c["spec"]["id"] for c in local["cells"]]
+    assert [c["verdict"] for c in remote["cells"]] == [c["verdict"] for c in local["cells"]]
+    assert all(not c["cache_hit"] for c in remote["cells"])
+    assert _frames(results["ray"]) == _frames(results["local"])  # byte-identical parquet
+
+
+def _fault_specs(tmp_path, deaths: dict[str, int]) -> list:
+    from tests.core import executor_faults
+
+    executor_faults.register()
+    d = tmp_path / "specs" / "faults"
+    d.mkdir(parents=True)
+    for name, n in deaths.items():
+        (d / f"{name}.toml").write_text(executor_faults.SPEC.format(name=name, tally=tmp_path / "tally" / name,
+                                                                    deaths=n))
+    return spec.load_specs([d])
+
+
+def test_a_killed_worker_is_retried_then_error_and_the_rest_finishes(tmp_path, ray_session, monkeypatch):
+    specs = _fault_specs(tmp_path, {"healthy": 0, "dies-once": 1, "always-dies": 9})
+    opts = run.Options(runs_dir=tmp_path / "runs", executor="ray", executor_options=_ray_options(tmp_path))
+    res = run.execute(specs, opts)
+    rec = _record(res)
+    assert rec["status"] == "complete" and len(rec["cells"]) == 3
+    by_id = {c["spec"]["id"]: c for c in rec["cells"]}
+    assert by_id["faults.healthy"]["verdict"]["outcome"] == "SUPPORTED", by_id["faults.healthy"]["verdict"]
+    assert by_id["faults.dies-once"]["verdict"]["outcome"] == "SUPPORTED"  # retried once, then measured
+    assert len(list((tmp_path / "tally" / "dies-once").iterdir())) == 2
+    bad = by_id["faults.always-dies"]
+    assert bad["verdict"]["outcome"] == "ERROR" and "worker died after 2 attempts" in bad["verdict"]["reason"]
+    assert len(list((tmp_path / "tally" / "always-dies").iterdir())) == 2  # bounded: one retry
+    frame = pd.read_parquet(res.run_dir / by_id["faults.dies-once"]["frame"])
+    assert frame["value"].tolist() == [0.9] * 8
