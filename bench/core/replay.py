@@ -73,10 +73,17 @@ def load(k: str) -> dict[str, Any] | None:
         entry = json.loads(_path(k).read_text())
     except (OSError, ValueError):
         return None
-    for cell in entry["cells"]:  # every frame must still be in the cache
-        if cell.get("cache_key") and not (cache_root() / "frames" / cell["cache_key"][:2]
-                                          / f"{cell['cache_key']}.parquet").is_file():
+    sums = entry.get("frame_sha256", {})
+    for cell in entry["cells"]:  # every frame must still be in the cache, byte for byte as it was stored
+        key = cell.get("cache_key")
+        if not key:
+            continue
+        try:
+            data = frame_bytes(key)
+        except OSError:
             return None
+        if sums.get(key) != hashlib.sha256(data).hexdigest():
+            return None  # changed or damaged: the ordinary path reports it and recomputes
     return entry
 
 
@@ -87,8 +94,13 @@ def store(k: str, record: dict[str, Any]) -> None:
     if any(c.get("frame") and not c.get("cache_key") for c in cells):
         return
     keep = ("device", "dtype", "profile", "packages", "python", "platform")
+    try:
+        sums = {c["cache_key"]: hashlib.sha256(frame_bytes(c["cache_key"])).hexdigest()
+                for c in cells if c.get("cache_key")}
+    except OSError:
+        return
     atomic_write_json(_path(k), {"run_id": record["run_id"], "header": {h: record.get(h) for h in keep},
-                                 "cells": cells})
+                                 "cells": cells, "frame_sha256": sums})
 
 
 def frame_bytes(cache_key: str) -> bytes:

@@ -72,7 +72,7 @@ def _run(tmp_path, name: str, model: str, claims: dict[str, pd.DataFrame]) -> tu
         cells.append({"spec": {"id": claim, "verdict": {"metric": "m"}}, "model": model, "frame": rel})
     from bench.core.store import RECORD_FORMAT
 
-    rec = {"format": RECORD_FORMAT, "run_id": name, "cells": cells}
+    rec = {"format": RECORD_FORMAT, "run_id": name, "status": "complete", "cells": cells}
     (d / "record.json").write_text(json.dumps(rec))
     return rec, d
 

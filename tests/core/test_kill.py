@@ -42,7 +42,7 @@ if point == "load":
         return real_load(*a, **k)
     m.load = load
 elif point == "probe":
-    import bench.core.run as r
+    import bench.core.context as r
     real_ctx = r.ProbeContext
     def ctx(*a, **k):
         c = real_ctx(*a, **k)
