@@ -138,15 +138,19 @@ class Cache:
         from filelock import FileLock, Timeout
 
         d = self.root / "locks"
-        d.mkdir(parents=True, exist_ok=True)
         holder = d / f"{key}.holder"
-        wait = float(os.environ.get("BENCH_LOCK_TIMEOUT", 6 * 3600)) if timeout is None else timeout
+        wait = _lock_timeout() if timeout is None else timeout
         lock = FileLock(str(d / f"{key}.lock"), timeout=wait)
         try:
+            d.mkdir(parents=True, exist_ok=True)
             lock.acquire()
-        except Timeout:
+        except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
             raise StoreError(f"cache entry {key[:12]} is being computed by {_read_holder(holder)}; waited {wait:g} s "
                              f"(raise BENCH_LOCK_TIMEOUT to wait longer)") from None
+        except OSError as exc:  # a cache that cannot hold locks still works, unshared
+            self.warn(f"cannot lock cache entry {key[:12]} ({exc.strerror or exc}); computing it unlocked")
+            yield
+            return
         try:
             with contextlib.suppress(OSError):
                 atomic_write_json(holder, {"pid": os.getpid(), "host": socket.gethostname(), "since": now()})
@@ -166,6 +170,13 @@ class Cache:
                     frame = compute()
                     self.put(key, frame, {"memo": parts})
         return frame
+
+
+def _lock_timeout() -> float:
+    try:
+        return max(0.0, float(os.environ.get("BENCH_LOCK_TIMEOUT", 6 * 3600)))
+    except ValueError:
+        raise UsageError(f"BENCH_LOCK_TIMEOUT must be a number of seconds, got {os.environ['BENCH_LOCK_TIMEOUT']!r}") from None
 
 
 def _read_holder(path: Path) -> str:

@@ -30,14 +30,17 @@ def alive(run_dir: Path, run_id: str, root: Path | None = None) -> Iterator[None
     from filelock import FileLock
 
     live = (root or cache_root()) / "live"
-    live.mkdir(parents=True, exist_ok=True)
     locks = [FileLock(str(Path(run_dir) / ".alive.lock")), FileLock(str(live / f"{run_id}.lock"))]
+    held = []
     for lock in locks:
-        lock.acquire(timeout=0)
+        with contextlib.suppress(OSError):  # a read-only cache: the run still works, only unmarked there
+            Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
+            lock.acquire(timeout=0)
+            held.append(lock)
     try:
         yield
     finally:
-        for lock in reversed(locks):
+        for lock in reversed(held):
             lock.release()
         for p in (Path(run_dir) / ".alive.lock", live / f"{run_id}.lock"):
             p.unlink(missing_ok=True)
@@ -77,8 +80,11 @@ def mark_interrupted(runs_dir: Path, note: Callable[[str], None] = lambda m: Non
         record["status"] = "interrupted"
         record["ended"] = record.get("ended") or now()
         record["repaired"] = f"marked interrupted on {now()}: its process was gone"
-        atomic_write_json(rec_path, record)
-        (rec_path.parent / ".alive.lock").unlink(missing_ok=True)
+        try:
+            atomic_write_json(rec_path, record)
+            (rec_path.parent / ".alive.lock").unlink(missing_ok=True)
+        except OSError:
+            continue  # a runs dir this process may not write: leave it as it is
         fixed.append(str(record.get("run_id", rec_path.parent.name)))
     if fixed:
         note(f"{len(fixed)} earlier run{'s' if len(fixed) != 1 else ''} had been killed; marked interrupted")
@@ -96,7 +102,8 @@ def sweep(runs_dir: Path | None = None, root: Path | None = None, note: Callable
                 with contextlib.suppress(OSError):
                     cutoff = min(cutoff, lock.stat().st_mtime)
             else:
-                lock.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    lock.unlink(missing_ok=True)
     removed = 0
     places = [root / "frames", root / "data", root / "gguf", root]
     if runs_dir is not None and Path(runs_dir).is_dir():

@@ -360,7 +360,7 @@ def _assert_clean(result: dict) -> None:
 
 
 def test_shipped_specs_survive_a_few_hundred_mutants(tmp_path):
-    result = run_fuzz(int(os.environ.get("BENCH_FUZZ_QUICK", 270)), seed=1, workdir=tmp_path)
+    result = run_fuzz(int(os.environ.get("BENCH_FUZZ_QUICK", 270)), seed=1, workdir=tmp_path)  # 30 per class
     _assert_clean(result)
     assert sum(s["mutants"] for s in result["stats"].values()) >= 270 or os.environ.get("BENCH_FUZZ_QUICK")
 
@@ -381,3 +381,27 @@ if __name__ == "__main__":  # figures for a note: python tests/core/test_fuzz.py
     print(json.dumps(res["stats"], indent=1))
     print("slowest:", res["slowest_s"], "s")
     print("\n".join(res["problems"][:60]))
+
+
+def test_cli_validate_gives_one_line_and_exit_2(tmp_path):
+    """Through `bench validate`: every mutant gives exit 0 or 2 and, on 2, exactly one line."""
+    from click.testing import CliRunner
+
+    from bench.cli import main
+
+    runner = CliRunner()
+    bases = shipped()
+    for i in range(len(CLASSES) * 5):
+        rng = random.Random(7_000 + i)
+        kind = CLASSES[i % len(CLASSES)]
+        path, text, doc = rng.choice(bases)
+        m = _mutate(rng, kind, text, doc)
+        paths = _write(m, tmp_path / f"c{i}" / path.parent.name, path.stem)
+        t0 = time.perf_counter()
+        r = runner.invoke(main, ["validate", *paths], catch_exceptions=False)
+        assert time.perf_counter() - t0 < LIMIT_S, (kind, m.what)
+        assert r.exit_code in (0, 2), (kind, m.what, r.output)
+        if r.exit_code == 2:
+            assert r.output.strip().count("\n") == 0 and r.output.startswith("error: "), (kind, m.what, r.output)
+        if m.invalid:
+            assert r.exit_code == 2, (kind, m.what)

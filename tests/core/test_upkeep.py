@@ -1,0 +1,80 @@
+"""Repair after killed runs (records, temporary files, conversions) and the `bench cache` commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+from filelock import FileLock
+
+from bench.core import upkeep
+from bench.core.store import Cache, RunWriter
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_dead_runs_are_marked_interrupted_live_ones_are_not(tmp_path):
+    runs = tmp_path / "runs"
+    dead = RunWriter.create(runs, {"device": {"type": "cpu"}})
+    live = RunWriter.create(runs, {"device": {"type": "cpu"}})
+    lock = FileLock(str(live.dir / ".alive.lock"))
+    lock.acquire()
+    try:
+        assert upkeep.mark_interrupted(runs) == [dead.record["run_id"]]
+    finally:
+        lock.release()
+    assert json.loads((dead.dir / "record.json").read_text())["status"] == "interrupted"
+    assert json.loads((live.dir / "record.json").read_text())["status"] == "running"
+
+
+def test_sweep_removes_what_dead_processes_left(tmp_path):
+    cache = tmp_path / "cache"
+    d = cache / "frames" / "ab"
+    d.mkdir(parents=True)
+    dead, alive = _dead_pid(), subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        orphan = d / f".abc.parquet.{dead}.xyz.tmp"
+        mine = d / f".abc.parquet.{alive.pid}.xyz.tmp"
+        for p in (orphan, mine):
+            p.write_bytes(b"half")
+        conv = cache / "models" / f".convert-{dead}-q"
+        conv.mkdir(parents=True)
+        (conv / "model.safetensors").write_bytes(b"half")
+        import fcntl
+
+        with open(cache / "models" / ".lock", "a+") as f:  # a conversion in progress: its folders stay
+            fcntl.flock(f, fcntl.LOCK_EX)
+            upkeep.sweep(None, cache)
+            assert conv.exists()
+            fcntl.flock(f, fcntl.LOCK_UN)
+        assert upkeep.sweep(None, cache) >= 1
+        assert not orphan.exists() and mine.exists() and not conv.exists()
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_cache_summary_and_prune(cli, tmp_path, monkeypatch):
+    cache_root = tmp_path / "cache"
+    monkeypatch.setenv("BENCH_CACHE", str(cache_root))
+    cache = Cache(cache_root)
+    frame = pd.DataFrame({"x": [1.0, 2.0]})
+    cache.put("a" * 64, frame, {"probe": "induction"})
+    cache.put("b" * 64, frame, {"probe": "induction"})
+    cache.memo({"what": "sub"}, lambda: frame)
+    runs = tmp_path / "runs"
+    w = RunWriter.create(runs, {"device": {"type": "cpu"}})
+    w.add({"spec": {"id": "a.b"}, "model": "m", "cache_key": "a" * 64, "verdict": {"outcome": "SUPPORTED"}}, None)
+    r = cli("cache")
+    assert r.exit_code == 0 and "2 cell frames and 1 sub-results" in r.output and "induction: 2" in r.output
+    r = cli("cache", "prune", "--runs-dir", runs)
+    assert r.exit_code == 0 and "removed 2 entries" in r.output, r.output
+    assert cache.get("a" * 64) is not None and cache.get("b" * 64) is None
+    r = cli("cache", "prune", "--runs-dir", tmp_path / "nowhere")
+    assert r.exit_code == 2 and r.output.count("\n") == 1
