@@ -39,7 +39,7 @@ class RichUI(UI):
         self.overall = self.bar.add_task("cells", total=n_cells, note="")
 
     def cell_start(self, cell) -> None:
-        self.current = self.bar.add_task(f"  {cell.spec.id} × {cell.model}", total=100, note="")
+        self.current = self.bar.add_task(f"  {cell.spec.id} × {short_model(cell.model)}", total=100, note="")
 
     def progress(self, fraction: float, message: str = "") -> None:
         if self.current is not None:
@@ -55,7 +55,8 @@ class RichUI(UI):
         self.bar.advance(self.overall)
         if self.quiet:
             return
-        ERR.print(f"  [{STYLE[verdict.outcome.value]}]{verdict.outcome.value:<12}[/] {cell.spec.id} × {cell.model}"
+        ERR.print(f"  [{STYLE[verdict.outcome.value]}]{verdict.outcome.value:<12}[/] {cell.spec.id} × "
+                  f"{short_model(cell.model)}"
                   f"  [dim]{'cached' if cached else f'{seconds:.1f}s'}[/]")
 
     def status(self, done: int, running: int, queued: int) -> None:
@@ -68,6 +69,14 @@ class RichUI(UI):
 
     def stop(self) -> None:
         self.bar.stop()
+
+
+def short_model(name: str) -> str:
+    """A model name as tables show it: a local path by its file stem or folder name, anything else as given."""
+    p = Path(name)
+    if len(p.parts) > 1 and p.exists():
+        return p.stem if p.suffix == ".gguf" else p.name
+    return name
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
