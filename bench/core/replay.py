@@ -73,10 +73,13 @@ def load(k: str) -> dict[str, Any] | None:
         entry = json.loads(_path(k).read_text())
     except (OSError, ValueError):
         return None
-    for cell in entry["cells"]:  # every frame must still be in the cache
-        if cell.get("cache_key") and not (cache_root() / "frames" / cell["cache_key"][:2]
-                                          / f"{cell['cache_key']}.parquet").is_file():
-            return None
+    entry["frame_bytes"] = {}
+    for cell in entry["cells"]:  # every frame must still be in the cache, undamaged
+        if cell.get("frame"):
+            data = frame_bytes(cell.get("cache_key") or "")
+            if data is None:
+                return None
+            entry["frame_bytes"][cell["frame"]] = data
     return entry
 
 
@@ -91,8 +94,15 @@ def store(k: str, record: dict[str, Any]) -> None:
                                  "cells": cells})
 
 
-def frame_bytes(cache_key: str) -> bytes:
-    return (cache_root() / "frames" / cache_key[:2] / f"{cache_key}.parquet").read_bytes()
+def frame_bytes(cache_key: str) -> bytes | None:
+    """The cached parquet of `cache_key` if its checksum holds, else None (the ordinary path then reports it)."""
+    folder = cache_root() / "frames" / cache_key[:2]
+    try:
+        data = (folder / f"{cache_key}.parquet").read_bytes()
+        meta = json.loads((folder / f"{cache_key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if cache_key and meta.get("sha256") == hashlib.sha256(data).hexdigest() else None
 
 
 def _version(pkg: str) -> str | None:
