@@ -58,8 +58,7 @@ def child(tool: str, model: str, n: int, device: str) -> dict:
     elif tool == "transformer_lens":
         from transformer_lens import TransformerBridge
 
-        bridge = TransformerBridge.boot_transformers(loaded.ref.location if loaded.ref.kind == "path"
-                                                     else models.prepare(loaded.ref), hf_model=hf,
+        bridge = TransformerBridge.boot_transformers(loaded.ref.location, hf_model=hf,
                                                      tokenizer=loaded.tokenizer, device=device)
         names = [f"blocks.{i}.hook_resid_post" for i in range(L)] + [f"blocks.{i}.mlp.hook_post" for i in range(L)]
         wanted = set(names)
@@ -122,7 +121,7 @@ def _tensor(x):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--n", type=int, nargs=2, default=[256, 1024])
+    ap.add_argument("--n", type=int, nargs=2, default=[128, 512])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--child", nargs=2, metavar=("TOOL", "N"))
     args = ap.parse_args()
@@ -130,6 +129,11 @@ def main() -> None:
         print(json.dumps(child(args.child[0], args.model, int(args.child[1]), args.device)))
         return
     peers_py = os.environ.get("PYTHON_PEERS", sys.executable)
+    sys.path.insert(0, str(ROOT))
+    from bench import models
+
+    ref = models.resolve(args.model)  # every tool loads the same checkpoint folder (a peer venv may lack the
+    folder = models.prepare(ref) if ref.kind in ("alias", "gguf") else ref.location  # embedded packages)
     rows = {}
     for n in args.n:
         check = Path(os.environ.get("TMPDIR", "/tmp")) / f"peers-check-{os.getpid()}-{n}.pt"
@@ -137,7 +141,7 @@ def main() -> None:
             py = sys.executable if tool == "bench" else peers_py
             env = {**os.environ, "PEERS_CHECK": str(check), "PYTHONPATH": str(ROOT),
                    "TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-            out = subprocess.run([py, __file__, "--model", args.model, "--device", args.device,
+            out = subprocess.run([py, __file__, "--model", folder, "--device", args.device,
                                   "--child", tool, str(n)], capture_output=True, text=True, env=env)
             if out.returncode != 0:
                 print(f"{tool} N={n}: failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else '?'}")
