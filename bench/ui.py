@@ -33,6 +33,7 @@ class RichUI(UI):
                             disable=quiet)
         self.overall = None
         self.current = None
+        self.tasks: dict[str, object] = {}
 
     def start(self, n_cells: int) -> None:
         self.bar.start()
@@ -40,18 +41,21 @@ class RichUI(UI):
 
     def cell_start(self, cell) -> None:
         self.current = self.bar.add_task(f"  {cell.spec.id} × {short_model(cell.model)}", total=100, note="")
+        self.tasks[cell.key] = self.current  # on a cluster several cells run at once, each with its bar
 
     def progress(self, fraction: float, message: str = "") -> None:
         if self.current is not None:
             self.bar.update(self.current, completed=max(0.0, min(1.0, fraction)) * 100, note=message[:40])
 
     def cell_done(self, cell, verdict, seconds: float, cached: bool) -> None:
-        if self.current is not None:
-            self.bar.update(self.current, completed=100, note=f"{verdict.outcome.value}"
+        task = self.tasks.pop(getattr(cell, "key", None), None)
+        if task is not None:
+            self.bar.update(task, completed=100, note=f"{verdict.outcome.value}"
                             + (" (cached)" if cached else f" {seconds:.1f}s"))
-            self.bar.stop_task(self.current)
-            self.bar.remove_task(self.current)
-            self.current = None
+            self.bar.stop_task(task)
+            self.bar.remove_task(task)
+            if task == self.current:
+                self.current = next(reversed(self.tasks.values()), None)
         self.bar.advance(self.overall)
         if self.quiet:
             return

@@ -73,17 +73,13 @@ def load(k: str) -> dict[str, Any] | None:
         entry = json.loads(_path(k).read_text())
     except (OSError, ValueError):
         return None
-    sums = entry.get("frame_sha256", {})
-    for cell in entry["cells"]:  # every frame must still be in the cache, byte for byte as it was stored
-        key = cell.get("cache_key")
-        if not key:
-            continue
-        try:
-            data = frame_bytes(key)
-        except OSError:
-            return None
-        if sums.get(key) != hashlib.sha256(data).hexdigest():
-            return None  # changed or damaged: the ordinary path reports it and recomputes
+    entry["frame_bytes"] = {}
+    for cell in entry["cells"]:  # every frame must still be in the cache, undamaged
+        if cell.get("frame"):
+            data = frame_bytes(cell.get("cache_key") or "")
+            if data is None:
+                return None
+            entry["frame_bytes"][cell["frame"]] = data
     return entry
 
 
@@ -94,17 +90,19 @@ def store(k: str, record: dict[str, Any]) -> None:
     if any(c.get("frame") and not c.get("cache_key") for c in cells):
         return
     keep = ("device", "dtype", "profile", "packages", "python", "platform")
-    try:
-        sums = {c["cache_key"]: hashlib.sha256(frame_bytes(c["cache_key"])).hexdigest()
-                for c in cells if c.get("cache_key")}
-    except OSError:
-        return
     atomic_write_json(_path(k), {"run_id": record["run_id"], "header": {h: record.get(h) for h in keep},
-                                 "cells": cells, "frame_sha256": sums})
+                                 "cells": cells})
 
 
-def frame_bytes(cache_key: str) -> bytes:
-    return (cache_root() / "frames" / cache_key[:2] / f"{cache_key}.parquet").read_bytes()
+def frame_bytes(cache_key: str) -> bytes | None:
+    """The cached parquet of `cache_key` if its checksum holds, else None (the ordinary path then reports it)."""
+    folder = cache_root() / "frames" / cache_key[:2]
+    try:
+        data = (folder / f"{cache_key}.parquet").read_bytes()
+        meta = json.loads((folder / f"{cache_key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if cache_key and meta.get("sha256") == hashlib.sha256(data).hexdigest() else None
 
 
 def _version(pkg: str) -> str | None:

@@ -197,7 +197,6 @@ def _executor_info(executor, opts: Options) -> dict[str, Any]:
 
 def _replayed(entry: dict[str, Any], opts: Options, ui: UI) -> Result:
     """A run with nothing changed: the stored cells and verdicts, frames copied from the cache (see replay)."""
-    from bench.core import replay
     from bench.core.store import atomic_write_bytes
 
     header = {"command": opts.command or " ".join(sys.argv), "git_revision": _git_revision(),
@@ -210,7 +209,7 @@ def _replayed(entry: dict[str, Any], opts: Options, ui: UI) -> Result:
     for cell in entry["cells"]:
         cell = {**cell, "cache_hit": True, "timings": {"total_s": 0.0}}
         if cell.get("frame"):
-            atomic_write_bytes(writer.dir / cell["frame"], replay.frame_bytes(cell["cache_key"]))
+            atomic_write_bytes(writer.dir / cell["frame"], entry["frame_bytes"][cell["frame"]])
         writer.record["cells"].append(cell)
         verdicts.append(Verdict.from_json(cell["verdict"]))
         ui.cell_done(_Shown(cell), verdicts[-1], 0.0, True)

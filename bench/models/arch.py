@@ -370,4 +370,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Arch", "ArchError", "Block", "HeadWeights", "get", "head_weights", "inspect"]
+__all__ = ["Arch", "ArchError", "Block", "get", "inspect"]

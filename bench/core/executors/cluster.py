@@ -19,6 +19,7 @@ from typing import Any, Callable
 import ray
 
 from bench import stats
+from bench.core.errors import UsageError
 from bench.core.executors import CellResult, Event, Job
 from bench.core.executors.worker import ModelGroup, groups
 from bench.core.store import cache_root
@@ -75,7 +76,12 @@ class RayExecutor:
             kw["address"] = self.address
         elif self.num_cpus:
             kw["num_cpus"] = self.num_cpus
-        ray.init(**kw)
+        try:
+            ray.init(**kw)
+        except Exception as exc:  # noqa: BLE001 - Ray reports start-up failures with many exception types
+            where = f"join the Ray cluster at {self.address}" if self.address else "start a local Ray cluster"
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"cannot {where}: {first}") from None
         self._started = True
 
     def _env(self) -> dict[str, Any]:
