@@ -7,8 +7,11 @@ Every rule follows one policy so that verdicts mean the same thing across claims
 * REFUTED — the confidence interval lies entirely on the wrong side (or, for exact checks, the value does);
 * INCONCLUSIVE — anything between, too few samples, or rows the rule needs are missing (the reason says which).
 
-Rules never touch a model.  Confidence intervals are bootstrap intervals over the frame's sampling unit
-(``sample`` unless a rule says otherwise) from ``scipy.stats.bootstrap``; tests come from ``scipy.stats``.
+Rules never touch a model.  Every p-value comes from the same resampling unit as its confidence interval: the
+spec names it (the `unit` parameter, ``sample`` = text unless a rule says otherwise), the rule first reduces the
+rows to one value (or one row of a matrix) per unit, and both the interval (``scipy.stats.bootstrap`` over units)
+and the test (a cluster-bootstrap p, or a scipy test of the per-unit values) work on those.  No test treats
+tokens or neurons of one unit as independent draws; the reason names the unit and how many there were.
 """
 
 from __future__ import annotations
@@ -211,9 +214,15 @@ def _boot_p(boot: np.ndarray, bound: float, side: int) -> float:
     return float((1 + wrong) / (1 + len(boot)))
 
 
+def unit_note(unit: str, n: int) -> str:
+    """How a rule names its resampling unit in a reason: which column, how many distinct values."""
+    return f"p and CI over {n} units '{unit}'"
+
+
 def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effect, effect_name,
-            detail: str | None = None) -> Verdict:
-    """The shared policy (module docstring).  `detail`, when given, replaces the default estimate-and-CI text."""
+            detail: str | None = None, unit: str | None = None) -> Verdict:
+    """The shared policy (module docstring).  `detail`, when given, replaces the default estimate-and-CI text;
+    `unit`, when given, names the resampling unit (and `n` its count) at the end of the reason."""
     right = est >= bound if side > 0 else est <= bound
     ci_wrong = hi < bound if side > 0 else lo > bound
     ci = f"95% CI [{lo:.4g}, {hi:.4g}]"
@@ -223,6 +232,8 @@ def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effec
         outcome, why = Outcome.REFUTED, f"{detail or f'{est:.4g}, {ci}'} lies entirely outside {label}"
     else:
         outcome, why = Outcome.INCONCLUSIVE, (f"{detail}, p = {p:.3g}" if detail else f"{est:.4g}, {ci} vs {label}, p = {p:.3g}")
+    if unit:
+        why += f" ({unit_note(unit, n)})"
     return Verdict(outcome, why, rule, metric, est, lo, hi, p, None, n, effect, effect_name, label, alpha)
 
 
