@@ -3,7 +3,7 @@
 Every rule follows one policy so that verdicts mean the same thing across claims:
 
 * SUPPORTED — the estimate lies on the claimed side of the threshold and the test's p-value is below ``alpha``
-  (after Benjamini–Hochberg adjustment over the whole run, see :func:`adjust`);
+  (after Benjamini–Hochberg adjustment over the claim's family — one spec set × model — see :func:`adjust`);
 * REFUTED — the confidence interval lies entirely on the wrong side (or, for exact checks, the value does);
 * INCONCLUSIVE — anything between, too few samples, or rows the rule needs are missing (the reason says which).
 
@@ -116,10 +116,16 @@ def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict
     return replace(head, outcome=outcome, reason=reason, rule="all", alpha=alpha, parts=tuple(parts))
 
 
-# ── Benjamini–Hochberg over a run ───────────────────────────────────────────────────────────────────────────
+# ── Benjamini–Hochberg over a declared family ─────────────────────────────────────────────────────────────
 
-def adjust(verdicts: list[Verdict]) -> list[Verdict]:
-    """BH-adjust every p-value in the run (parts included) and re-decide SUPPORTED verdicts on the adjusted p."""
+def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
+    """BH-adjust every p-value of one family (parts included) and re-decide SUPPORTED verdicts on the adjusted p.
+
+    The family is fixed by the caller (one spec set × model, :func:`bench.core.run.adjust_by_family`), so the
+    same cell gets the same adjusted p whichever subset of runs contains its whole family.  `unseen` counts the
+    family's p-values that this run did not compute (members not run): they enter as p = 1, which can only raise
+    the adjusted p of the others (BH is monotone in every p-value), so a partial run errs on the safe side.
+    """
     flat: list[float] = []
 
     def collect(v: Verdict) -> None:  # same traversal order as `apply`: a combined verdict is its parts
@@ -131,7 +137,8 @@ def adjust(verdicts: list[Verdict]) -> list[Verdict]:
 
     for v in verdicts:
         collect(v)
-    adjusted = iter(stats.false_discovery_control(flat, method="bh").tolist() if flat else [])
+    padded = flat + [1.0] * max(0, int(unseen))
+    adjusted = iter(stats.false_discovery_control(padded, method="bh").tolist()[: len(flat)] if flat else [])
 
     def apply(v: Verdict) -> Verdict:
         parts = tuple(apply(p) for p in v.parts)
