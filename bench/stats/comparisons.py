@@ -133,9 +133,11 @@ def layer_summary(
 def accuracy_drop(
     frame: pd.DataFrame, *, a: dict[str, Any], b: dict[str, Any], min: float = 0.0, unit: str = "sample",
     min_n: int = 10, alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000,
+    smallest_effect: float | None = None, power: float = 0.8,
 ) -> Verdict:
     """Accuracy (0/1 rows) under `a` minus under `b`, paired by question, is above `min`: exact McNemar test
-    (binomial on the discordant pairs), paired bootstrap interval."""
+    (binomial on the discordant pairs), paired bootstrap interval.  With `smallest_effect` (the smallest drop
+    the paper reports) the reason states the test's power to detect it at this n and the n that `power` needs."""
     name = f"accuracy {_label(a)} − {_label(b)}"
     ra, rb = _select(frame, a), _select(frame, b)
     if ra.empty or rb.empty:
@@ -156,7 +158,23 @@ def accuracy_drop(
     v = _decide("accuracy_drop", name, est, lo, hi, p, n, min, +1, f"drop > {min:g}", alpha, unit=unit, effect=est,
                 effect_name="accuracy drop")
     detail = f" (accuracy {m['a'].mean():.3f} → {m['b'].mean():.3f}; McNemar {n10} lost vs {n01} gained)"
+    if smallest_effect:
+        pw, need = mcnemar_power(smallest_effect, (n10 + n01) / n, n, alpha, power)
+        detail += f"; power to detect a drop of {smallest_effect:g} at n = {n}: {pw:.2f} ({power:.0%} needs n ≈ {need})"
+        if v.outcome is Outcome.INCONCLUSIVE and pw < power:
+            detail += ", so the test is underpowered for the paper's effect"
     return Verdict(**{**v.__dict__, "reason": v.reason + detail})
+
+
+def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power: float) -> tuple[float, int]:
+    """Normal-approximation power of the one-sided McNemar test for a drop `effect` = p10 − p01 with discordant
+    share ψ = p10 + p01 (at least `effect`), and the n that reaches `power` (Connor 1987)."""
+    psi = max(float(discordant), abs(effect) + 1e-9)
+    za, zb = stats.norm.ppf(1 - alpha), stats.norm.ppf(power)
+    sd1 = np.sqrt(max(psi - effect ** 2, 1e-12))
+    pw = float(stats.norm.cdf((effect * np.sqrt(n) - za * np.sqrt(psi)) / sd1))
+    need = int(np.ceil(((za * np.sqrt(psi) + zb * sd1) / effect) ** 2))
+    return pw, need
 
 
 @rule_def("gated", nested="of")
