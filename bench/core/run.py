@@ -160,7 +160,8 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
         on_event(executors.Event("done", key=c.key, result=executors.CellResult(
             c.key, _lost_record(c, shown), None, verdict, 0.0, False)))
     order = _in_plan_order(writer, cells, added)
-    final = stats.adjust([done[k].verdict for k in order])
+    final, families = adjust_by_family([by_key[k] for k in order], [done[k].verdict for k in order], opts.models)
+    writer.record["bh_families"] = families
     writer.finish("complete", [v.to_json() for v in final])
     results.write(writer.dir, writer.record)
     alive.close()
@@ -250,6 +251,37 @@ def _resolve_quietly(names: set[str], revision: str | None) -> dict[str, "ModelR
         except ModelError as exc:
             out[name] = exc
     return out
+
+
+def adjust_by_family(cells: list[plan.Cell], raw: list[Verdict],
+                     models_choice: tuple[str, ...]) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """BH within each fixed family: the claims of one spec set (the specs of one family id in the spec's folder,
+    whether or not this run names them) × one model.  Members that did not run count as p = 1 (see
+    :func:`bench.stats.adjust`).  Returns the adjusted verdicts in cell order and the families for the record."""
+    from bench.core.spec import load_specs
+
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for i, c in enumerate(cells):
+        groups.setdefault((str(Path(c.spec.path).parent), c.spec.family, c.model), []).append(i)
+    final: list[Verdict | None] = [None] * len(cells)
+    families = []
+    declared_cache: dict[str, list[Spec]] = {}
+    for (folder, family, model), idx in groups.items():
+        if folder not in declared_cache:
+            try:
+                declared_cache[folder] = load_specs([folder])
+            except BenchError:
+                declared_cache[folder] = []
+        ran = {cells[i].spec.id for i in idx}
+        members = [s for s in declared_cache[folder] if s.family == family]
+        missing = [s for s in members if s.id not in ran and model in plan.models_for(s, models_choice)]
+        unseen = sum(len(s.verdict.get("of", ())) if s.rule == "all" else 1 for s in missing)
+        for i, v in zip(idx, stats.adjust([raw[i] for i in idx], unseen=unseen)):
+            final[i] = v
+        families.append({"family": family, "folder": folder, "model": model,
+                         "members": sorted({s.id for s in members} | ran), "ran": sorted(ran),
+                         "not_run": sorted(s.id for s in missing), "unseen_p_values": unseen})
+    return [v for v in final if v is not None], families  # every index belongs to one group
 
 
 ModelRef = models.ModelRef

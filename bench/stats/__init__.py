@@ -3,12 +3,15 @@
 Every rule follows one policy so that verdicts mean the same thing across claims:
 
 * SUPPORTED — the estimate lies on the claimed side of the threshold and the test's p-value is below ``alpha``
-  (after Benjamini–Hochberg adjustment over the whole run, see :func:`adjust`);
+  (after Benjamini–Hochberg adjustment over the claim's family — one spec set × model — see :func:`adjust`);
 * REFUTED — the confidence interval lies entirely on the wrong side (or, for exact checks, the value does);
 * INCONCLUSIVE — anything between, too few samples, or rows the rule needs are missing (the reason says which).
 
-Rules never touch a model.  Confidence intervals are bootstrap intervals over the frame's sampling unit
-(``sample`` unless a rule says otherwise) from ``scipy.stats.bootstrap``; tests come from ``scipy.stats``.
+Rules never touch a model.  Every p-value comes from the same resampling unit as its confidence interval: the
+spec names it (the `unit` parameter, ``sample`` = text unless a rule says otherwise), the rule first reduces the
+rows to one value (or one row of a matrix) per unit, and both the interval (``scipy.stats.bootstrap`` over units)
+and the test (a cluster-bootstrap p, or a scipy test of the per-unit values) work on those.  No test treats
+tokens or neurons of one unit as independent draws; the reason names the unit and how many there were.
 """
 
 from __future__ import annotations
@@ -124,10 +127,16 @@ def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict
     return replace(head, outcome=outcome, reason=reason, rule="all", alpha=alpha, parts=tuple(parts))
 
 
-# ── Benjamini–Hochberg over a run ───────────────────────────────────────────────────────────────────────────
+# ── Benjamini–Hochberg over a declared family ─────────────────────────────────────────────────────────────
 
-def adjust(verdicts: list[Verdict]) -> list[Verdict]:
-    """BH-adjust every p-value in the run (parts included) and re-decide SUPPORTED verdicts on the adjusted p."""
+def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
+    """BH-adjust every p-value of one family (parts included) and re-decide SUPPORTED verdicts on the adjusted p.
+
+    The family is fixed by the caller (one spec set × model, :func:`bench.core.run.adjust_by_family`), so the
+    same cell gets the same adjusted p whichever subset of runs contains its whole family.  `unseen` counts the
+    family's p-values that this run did not compute (members not run): they enter as p = 1, which can only raise
+    the adjusted p of the others (BH is monotone in every p-value), so a partial run errs on the safe side.
+    """
     flat: list[float] = []
 
     def collect(v: Verdict) -> None:  # same traversal order as `apply`: a combined verdict is its parts
@@ -139,7 +148,8 @@ def adjust(verdicts: list[Verdict]) -> list[Verdict]:
 
     for v in verdicts:
         collect(v)
-    adjusted = iter(stats.false_discovery_control(flat, method="bh").tolist() if flat else [])
+    padded = flat + [1.0] * max(0, int(unseen))
+    adjusted = iter(stats.false_discovery_control(padded, method="bh").tolist()[: len(flat)] if flat else [])
 
     def apply(v: Verdict) -> Verdict:
         parts = tuple(apply(p) for p in v.parts)
@@ -222,9 +232,15 @@ def _boot_p(boot: np.ndarray, bound: float, side: int) -> float:
     return float((1 + wrong) / (1 + len(boot)))
 
 
+def unit_note(unit: str, n: int) -> str:
+    """How a rule names its resampling unit in a reason: which column, how many distinct values."""
+    return f"p and CI over {n} units '{unit}'"
+
+
 def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effect, effect_name,
-            detail: str | None = None) -> Verdict:
-    """The shared policy (module docstring).  `detail`, when given, replaces the default estimate-and-CI text."""
+            detail: str | None = None, unit: str | None = None) -> Verdict:
+    """The shared policy (module docstring).  `detail`, when given, replaces the default estimate-and-CI text;
+    `unit`, when given, names the resampling unit (and `n` its count) at the end of the reason."""
     right = est >= bound if side > 0 else est <= bound
     ci_wrong = hi < bound if side > 0 else lo > bound
     ci = f"95% CI [{lo:.4g}, {hi:.4g}]"
@@ -234,6 +250,8 @@ def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effec
         outcome, why = Outcome.REFUTED, f"{detail or f'{est:.4g}, {ci}'} lies entirely outside {label}"
     else:
         outcome, why = Outcome.INCONCLUSIVE, (f"{detail}, p = {p:.3g}" if detail else f"{est:.4g}, {ci} vs {label}, p = {p:.3g}")
+    if unit:
+        why += f" ({unit_note(unit, n)})"
     return Verdict(outcome, why, rule, metric, est, lo, hi, p, None, n, effect, effect_name, label, alpha)
 
 

@@ -78,7 +78,7 @@ def threshold(
     else:
         p = _boot_p(boot, bound, side)
     return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha,
-                   effect=est - bound, effect_name="margin")
+                   effect=est - bound, effect_name="margin", unit=unit)
 
 
 @rule_def("paired_difference")
@@ -132,7 +132,7 @@ def paired_difference(
     else:
         p = _boot_p(boot, min, +1)
     return _decide("paired_difference", metric, est, lo, hi, p, n, min, +1, label, alpha,
-                   effect=dz, effect_name="Cohen's d_z")
+                   effect=dz, effect_name="Cohen's d_z", unit=unit)
 
 
 @rule_def("exceeds_baseline")

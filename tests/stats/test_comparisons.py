@@ -163,3 +163,18 @@ def test_unit_pair_sums_give_cliffs_delta_and_its_reweighting():
     rows = np.concatenate([np.flatnonzero(units == u) for u in range(12) for _ in range(int(w[u]))])
     expected = cliffs_delta(vals[rows][is_a[rows]], vals[rows][~is_a[rows]])
     assert _delta_of(w, S[None], na[None], nb[None])[0] == pytest.approx(expected)
+
+
+def test_mcnemar_power_reaches_its_target_at_the_n_it_asks_for_and_matches_simulation():
+    from bench.stats.comparisons import mcnemar_power
+
+    pw, need = mcnemar_power(0.05, 0.2, 100, 0.05, 0.8)
+    assert mcnemar_power(0.05, 0.2, need, 0.05, 0.8)[0] == pytest.approx(0.8, abs=0.01)
+    rng = np.random.default_rng(0)  # simulate the exact test: discordant pairs lost with p = (ψ+Δ)/2ψ
+    hits = 0
+    for _ in range(2000):
+        k = rng.binomial(100, 0.2)
+        lost = rng.binomial(k, (0.2 + 0.05) / 0.4)
+        from scipy import stats as st
+        hits += k > 0 and st.binomtest(lost, k, 0.5, alternative="greater").pvalue < 0.05
+    assert abs(hits / 2000 - pw) < 0.08  # exact test is discrete, the approximation continuous

@@ -3,8 +3,17 @@
 Score(L, R) = ‖L·R‖_F / (‖L‖_F ‖R‖_F) with L = W_OV of the earlier head and R = W_QKᵀ of the later head, in the
 row-vector convention (x ↦ x·W).  Norm scales that sit between the two heads are folded in: the later block's
 input norm into W_Q and W_K, per-head q/k norms into W_Q / W_K, and a norm on the attention output (Gemma) into
-W_O.  Query heads map to their key/value head under grouped-query attention.  The baseline draws Gaussian
-factors of the same shapes (d × d_head products), so it has the same low rank as the real matrices.
+W_O.  Query heads map to their key/value head under grouped-query attention.
+
+Two baselines.  The Gaussian one draws factors of the same shapes (d × d_head products), so it has the same low
+rank as the real matrices but none of their spectra.  The within-model one keeps the real matrices and permutes
+the residual-stream coordinates between the earlier head's W_O and the later head's W_K (L·P·R for a random
+permutation P): each side keeps its own singular values, only their alignment — the composition — is broken.
+The scores of every other earlier head are in the frame too (``candidate``), for the rank of the observed one.
+
+Under per-head q/k norms (Gemma 3) the query and key are RMS-normalised *after* the projection, so W_QK is no
+longer a fixed bilinear form: folding their scales is exact only up to that per-token normalisation, and the
+frame marks the score approximate (``qk_norm`` = 1).
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from bench.families.circuits.schemas import Composition
 from bench.models import arch as arch_mod
 from bench.models import folding
 
-METRICS = ("k_composition", "k_composition_random", "induction_score", "prev_token_score")
+METRICS = ("k_composition", "k_composition_random", "k_composition_permuted", "qk_norm", "induction_score",
+           "prev_token_score")
 
 
 def lowrank_fro(A: torch.Tensor, M: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -53,6 +63,19 @@ def random_baseline(d: int, d_head: int, n: int, generator: torch.Generator) -> 
     return out
 
 
+def permuted_baseline(W_V: torch.Tensor, W_O: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, n: int,
+                      generator: torch.Generator) -> np.ndarray:
+    """Scores with the residual coordinates between W_O (dh, d) and W_K (d, dh) randomly permuted, `n` draws."""
+    W_V, W_O, W_Q, W_K = (t.double() for t in (W_V, W_O, W_Q, W_K))
+    norm_l = lowrank_fro(W_V, torch.eye(W_V.shape[1], dtype=W_V.dtype), W_O.T)
+    norm_r = lowrank_fro(W_K, torch.eye(W_K.shape[1], dtype=W_K.dtype), W_Q)
+    out = np.empty(n)
+    for i in range(n):
+        perm = torch.randperm(W_O.shape[1], generator=generator)
+        out[i] = float(lowrank_fro(W_V, W_O[:, perm] @ W_K, W_Q) / (norm_l * norm_r))
+    return out
+
+
 def _scale_rows(W: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     return W * gamma.to(W.dtype)[:, None]
 
@@ -78,7 +101,7 @@ def folded_head_weights(model, arch, layer: int):
     return W_Q, W_K, W_V, W_O, hw.kv_head_of
 
 
-@probe_def("k_composition", version=2, schema=Composition, metrics=METRICS)
+@probe_def("k_composition", version=3, schema=Composition, metrics=METRICS)
 def k_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthetic:repeated-random",
                   seq_len: int = 50, batch: int = 16, n_baseline: int = 200) -> pd.DataFrame:
     """K-composition of the top previous-token head into the top induction head, beside a random baseline."""
@@ -99,10 +122,16 @@ def k_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthe
     arch = m.arch
     T_Q, T_K, _, _, t_kv = folded_head_weights(m.hf, arch, int(li))
     W_Q_t, W_K_t = T_Q[hi], T_K[t_kv[hi]]
+    approx = bool(arch.blocks[int(li)].q_norm or arch.blocks[int(li)].k_norm)
+    rows.append(("observed", int(li), int(hi), None, None, None, "qk_norm", float(approx)))
+    if approx:
+        notes.append("the induction head has per-head q/k norms: the composition score is approximate")
     for l in range(int(li)):  # every earlier head, for the picture; the top previous-token head is the claim
         W_Q, W_K, W_V, W_O, kv_of = folded_head_weights(m.hf, arch, l)
         for h in range(W_O.shape[0]):
             s = k_composition_score(W_V[kv_of[h]], W_O[h], W_Q_t, W_K_t)
+            if (l, h) == (lp, hp):
+                src = (W_V[kv_of[h]], W_O[h])
             kind = "observed" if (l, h) == (lp, hp) else "candidate"
             rows.append((kind, int(li), int(hi), l, h, None, "k_composition", s))
         ctx.progress(0.5 * (l + 1) / li, "composition scores")
@@ -112,6 +141,8 @@ def k_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthe
                  f"earlier heads")
     base = random_baseline(arch.d_model, arch.d_head, n_baseline, ctx.generator(stream=7))
     rows += [("baseline", None, None, None, None, i, "k_composition_random", float(v)) for i, v in enumerate(base)]
+    perm = permuted_baseline(src[0], src[1], W_Q_t, W_K_t, n_baseline, ctx.generator(stream=8))
+    rows += [("baseline", None, None, None, None, i, "k_composition_permuted", float(v)) for i, v in enumerate(perm)]
     ctx.progress(1.0, "baseline")
     return _frame(rows, notes)
 

@@ -25,9 +25,9 @@ CORPUS = "gettext:en,de,fr,es,ru,ja,zh_CN"
 
 STATS_METRICS = ("tokens_selection", "docs_selection", "texts_evaluation", "tokens_evaluation", "bytes_evaluation",
                  "bytes_per_token", "activation_probability", "n_selected", "fraction_selected", "n_unique",
-                 "fraction_unique", "selected")
+                 "fraction_unique", "selected", "selection_jaccard")
 LAYER_METRICS = ("layer_count", "layer_share", "edge_count", "total_count", "edge_share", "uniform_share",
-                 "edge_layers")
+                 "edge_layers", "selection_jaccard")
 DEACT_METRICS = ("bits", "bytes", "bpb", "delta_bpb", "n_ablated")
 
 
@@ -40,6 +40,11 @@ def frame(rows: list[tuple], notes: list[str] | None = None) -> pd.DataFrame:
     return f
 
 
+def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    union = len(np.union1d(a, b))
+    return len(np.intersect1d(a, b)) / union if union else 1.0
+
+
 def _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile, lap_threshold,
            plnd_top, pv_tokens) -> shared.Setup:
     if eval_texts < 2 or selection_tokens < doc_tokens or doc_tokens < 8:
@@ -49,13 +54,18 @@ def _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate
                         bar_quantile=bar_quantile, lap_threshold=lap_threshold, plnd_top=plnd_top, pv_tokens=pv_tokens)
 
 
-@probe_def("activation_stats", version=1, schema=LangNeurons, metrics=STATS_METRICS)
+@probe_def("activation_stats", version=2, schema=LangNeurons, metrics=STATS_METRICS)
 def activation_stats(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
                      eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
                      top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
                      plnd_top: float = 0.05, pv_tokens: int = 4096,
-                     methods: list[Method] = ["lape"]) -> pd.DataFrame:  # noqa: B006
-    """Per-language activation statistics (tokens, activation probabilities) and the neurons each method selects."""
+                     methods: list[Method] = ["lape"],  # noqa: B006
+                     split_halves: int = 0) -> pd.DataFrame:
+    """Per-language activation statistics (tokens, activation probabilities) and the neurons each method selects.
+
+    With `split_halves` > 0, the selection is repeated on that many complementary splits of the selection
+    documents into halves: ``n_selected`` per half (``sample`` = replicate) and the Jaccard index of the two
+    halves' sets per language (``sample`` = split), the uncertainty of which neurons get selected."""
     setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
                    lap_threshold, plnd_top, pv_tokens)
     m = ctx.model
@@ -87,21 +97,29 @@ def activation_stats(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  #
         union = np.unique(np.concatenate([sel[l] for l in langs])) if langs else np.array([])
         rows += [(method, None, None, None, None, None, "n_unique", len(union)),
                  (method, None, None, None, None, None, "fraction_unique", len(union) / (L * F))]
+    for method in (methods if split_halves else []):
+        for r, pair in enumerate(shared.split_half_selections(ctx, setup, sp, method, split_halves)):
+            for j, half in enumerate(pair):
+                rows += [(method, lang, None, None, None, 2 * r + j, "n_selected", len(half[lang])) for lang in langs]
+            rows += [(method, lang, None, None, None, r, "selection_jaccard", _jaccard(pair[0][lang], pair[1][lang]))
+                     for lang in langs]
     notes = [f"{len(sp.selection.texts)} selection and {len(sp.evaluation.texts)} evaluation units of {corpus} "
              f"(split seed {ctx.seed}); {L} layers × {F} FFN neurons"]
     notes += [f"{lang}: {st[lang].n_tokens} selection tokens" for lang in langs]
     return frame(rows, notes)
 
 
-@probe_def("layer_distribution", version=1, schema=LangNeurons, metrics=LAYER_METRICS)
+@probe_def("layer_distribution", version=2, schema=LangNeurons, metrics=LAYER_METRICS)
 def layer_distribution(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
                        eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
                        top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
                        plnd_top: float = 0.05, pv_tokens: int = 4096,
                        methods: list[Method] = ["lape"],  # noqa: B006
-                       edge_fraction: float = 0.2) -> pd.DataFrame:
+                       edge_fraction: float = 0.2, split_halves: int = 0) -> pd.DataFrame:
     """How the selected neurons (all languages, each neuron once) spread over layers; the share in the bottom
-    and top `edge_fraction` of the layers, beside the share that a uniform spread would give."""
+    and top `edge_fraction` of the layers, beside the share that a uniform spread would give.  With
+    `split_halves` > 0: edge and total counts of the selection on each half of that many splits of the selection
+    documents (``sample`` = replicate) and the Jaccard index of the halves' sets (``sample`` = split)."""
     setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
                    lap_threshold, plnd_top, pv_tokens)
     m = ctx.model
@@ -125,6 +143,14 @@ def layer_distribution(ctx, *, corpus: str = CORPUS, languages: list[str] = [], 
                  (method, None, None, None, None, None, "edge_share", counts[edge].sum() / total if total else 0.0),
                  (method, None, None, None, None, None, "uniform_share", len(edge) / L),
                  (method, None, None, None, None, None, "edge_layers", len(edge))]
+    for method in (methods if split_halves else []):
+        for r, pair in enumerate(shared.split_half_selections(ctx, setup, sp, method, split_halves)):
+            unions = [np.unique(np.concatenate(list(half.values()))) for half in pair]
+            for j, u in enumerate(unions):
+                c = np.bincount(u // F, minlength=L)
+                rows += [(method, None, None, None, None, 2 * r + j, "edge_count", int(c[edge].sum())),
+                         (method, None, None, None, None, 2 * r + j, "total_count", int(c.sum()))]
+            rows.append((method, None, None, None, None, r, "selection_jaccard", _jaccard(*unions)))
     notes = [f"edge layers (first and last {n_edge} of {L}): {edge}"]
     return frame(rows, notes)
 

@@ -223,24 +223,42 @@ def related_exceeds_unrelated(frame: pd.DataFrame, *, method: str = "lape",
 
 @rule_def("binomial_share")
 def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: float = 0.6, min_n: int = 10,
-                   alpha: float = 0.05, confidence: float = 0.95) -> Verdict:
-    """edge_count / total_count ≥ `min_share`: one-sided exact binomial test against `min_share`, Clopper–Pearson
-    interval; the uniform share (edge layers / layers) is reported beside it."""
-    rows = {r.metric: r.value for r in _select(frame, {"method": method}).itertuples()
-            if pd.isna(r.layer) and pd.isna(r.set_lang)}
-    if "edge_count" not in rows or "total_count" not in rows:
+                   min_replicates: int = 10, alpha: float = 0.05, confidence: float = 0.95) -> Verdict:
+    """edge_count / total_count ≥ `min_share`, with the uncertainty of the selection itself as the unit.
+
+    The neurons of one selection are not independent trials (they are picked together, by one ranking), so
+    no binomial test over neurons: the share is recomputed on split-half replicates of the selection documents
+    (``sample`` = replicate, from ``split_halves``).  Interval: the replicate shares' percentiles; p = (1 +
+    #{replicate share < min_share}) / (1 + R).  A half has half the text, so this interval is wider than the
+    full selection's (conservative).  The uniform share and the halves' Jaccard index are reported beside."""
+    sel = _select(frame, {"method": method})
+    full = {r.metric: r.value for r in sel.itertuples()
+            if pd.isna(r.layer) and pd.isna(r.set_lang) and pd.isna(r.sample)}
+    if "edge_count" not in full or "total_count" not in full:
         return _missing(frame, "binomial_share", "edge_share", {"method": method})
-    k, n = int(rows["edge_count"]), int(rows["total_count"])
+    k, n = int(full["edge_count"]), int(full["total_count"])
+    uniform = float(full.get("uniform_share", float("nan")))
     if n < min_n:
         return Verdict(Outcome.INCONCLUSIVE, f"only {n} selected neurons (< {min_n})", "binomial_share", "edge_share",
                        k / n if n else None, n=n, alpha=alpha)
-    test = stats.binomtest(k, n, p=min_share, alternative="greater")
-    ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
-    uniform = float(rows.get("uniform_share", float("nan")))
-    p_uniform = float(stats.binomtest(k, n, p=uniform, alternative="greater").pvalue) if np.isfinite(uniform) else None
-    v = _decide("binomial_share", "edge_share", k / n, float(ci.low), float(ci.high), float(test.pvalue), n,
-                min_share, +1, f"≥ {min_share:g}", alpha, effect=k / n - uniform, effect_name="share − uniform share")
-    extra = f"; {k} of {n} neurons; uniform spread would give {uniform:.3g} (p vs uniform = {p_uniform:.3g})"
+    reps = sel[sel["sample"].notna() & sel["metric"].isin(["edge_count", "total_count"])]
+    table = reps.pivot_table(index="sample", columns="metric", values="value", aggfunc="sum")
+    table = table[table.get("total_count", pd.Series(dtype=float)) > 0] if len(table) else table
+    R = len(table)
+    if R < min_replicates:
+        return Verdict(Outcome.INCONCLUSIVE, f"share {k / n:.3g} ({k} of {n} neurons) but only {R} split-half "
+                       f"replicates (< {min_replicates}; set split_halves): the selection's uncertainty is unknown",
+                       "binomial_share", "edge_share", k / n, n=R, alpha=alpha)
+    shares = (table["edge_count"] / table["total_count"]).to_numpy(float)
+    q = (1 - confidence) / 2
+    lo, hi = float(np.quantile(shares, q)), float(np.quantile(shares, 1 - q))
+    p = float((1 + np.sum(shares < min_share)) / (1 + R))
+    jac = _select(frame, {"method": method, "metric": "selection_jaccard"})["value"]
+    v = _decide("binomial_share", "edge_share", k / n, lo, hi, p, R, min_share, +1, f"≥ {min_share:g}", alpha,
+                effect=k / n - uniform, effect_name="share − uniform share", unit="split-half replicate")
+    extra = (f"; {k} of {n} neurons; uniform spread would give {uniform:.3g}; replicate totals "
+             f"{int(table['total_count'].min())}–{int(table['total_count'].max())} neurons"
+             + (f"; Jaccard of the halves' sets {jac.mean():.2f} ({jac.min():.2f}–{jac.max():.2f})" if len(jac) else ""))
     return replace(v, reason=v.reason + extra)
 
 
@@ -249,11 +267,18 @@ def arg_extreme(frame: pd.DataFrame, *, metric: str, over: str, extreme: Literal
                 where: dict[str, Any] = {},  # noqa: B006
                 expect: list[str] = [],  # noqa: B006
                 band: list[float] = [],  # noqa: B006
-                unit: str = "", alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000) -> Verdict:
+                unit: str = "", replicates: bool = False, alpha: float = 0.05, confidence: float = 0.95,
+                n_resamples: int = 2000) -> Verdict:
     """The value of column `over` where the metric is smallest/largest is one of `expect`, or lies in `band`
     (relative position [lo, hi] within the range of `over`, for layers).  Without `unit` the check is exact (one
-    row per value); with a unit the metric is averaged per value and the argmax is bootstrapped over units."""
+    row per value, rows without a unit); with a unit the metric is averaged per value and the argmax is
+    bootstrapped over units.  With ``replicates = true`` each unit already is a replicate of the whole
+    measurement (split-half selections): the argmax is taken per replicate, p = (1 + #{outside}) / (1 + R)."""
     rows = _select(frame, {"metric": metric, **where})
+    if not unit and "sample" in rows.columns:
+        rows = rows[rows["sample"].isna()]
+    elif unit:
+        rows = rows[rows[unit].notna()]
     if rows.empty:
         return _missing(frame, "arg_extreme", metric, where)
     pick = np.argmin if extreme == "min" else np.argmax
@@ -282,6 +307,8 @@ def arg_extreme(frame: pd.DataFrame, *, metric: str, over: str, extreme: Literal
     mat_df = rows.pivot_table(index=unit, columns=over, values="value", aggfunc="mean").dropna()
     values = mat_df.columns.to_numpy()
     mat = mat_df.to_numpy(float)
+    if replicates:
+        return _replicate_argmax(frame, rows, mat, values, pick, ok, metric, over, extreme, label, alpha)
     est_i = int(pick(mat.mean(axis=0)))
     at = lambda m: pick(np.asarray(m, float).mean(axis=-2), axis=-1).astype(float)  # noqa: E731
     lo, hi, boot = _bootstrap(at, mat, confidence, n_resamples, bca=False)
@@ -299,3 +326,30 @@ def arg_extreme(frame: pd.DataFrame, *, metric: str, over: str, extreme: Literal
     return Verdict(outcome, txt + f", p = {p:.3g}", "arg_extreme", metric, float(est), float(values[int(lo)]),
                    float(values[int(hi)]), p, None, mat.shape[0], float(inside.mean()), "bootstrap share inside",
                    label, alpha)
+
+
+def _replicate_argmax(frame, rows, mat, values, pick, ok, metric, over, extreme, label, alpha) -> Verdict:
+    """arg_extreme over replicates (R, values): the full-data winner decides, the replicates give its stability."""
+    R = mat.shape[0]
+    if R < 5:
+        return Verdict(Outcome.INCONCLUSIVE, f"only {R} replicates", "arg_extreme", metric, n=R, threshold=label,
+                       alpha=alpha)
+    full = _select(frame, {"metric": metric})
+    full = full[full["sample"].isna()].groupby(over)["value"].mean() if "sample" in full.columns else full.iloc[0:0]
+    winners = [values[int(i)] for i in pick(mat, axis=1)]
+    inside = np.array([ok(w) for w in winners])
+    p = float((1 + np.sum(~inside)) / (1 + R))
+    est = full.idxmin() if extreme == "min" and len(full) else (full.idxmax() if len(full) else None)
+    est_ok = ok(est) if est is not None else bool(inside.mean() > 0.5)
+    counts = pd.Series(winners).value_counts()
+    txt = (f"arg{extreme} {over} = {est} on all selection text; per split-half replicate: "
+           + ", ".join(f"{k} {v}×" for k, v in counts.items()) + f" of {R} ({inside.mean():.0%} inside)")
+    if est_ok and p < alpha:
+        outcome = Outcome.SUPPORTED
+    elif not est_ok and inside.mean() <= alpha:
+        outcome = Outcome.REFUTED
+    else:
+        outcome = Outcome.INCONCLUSIVE
+    return Verdict(outcome, txt + f", p = {p:.3g} (over {R} split-half replicates)", "arg_extreme", metric,
+                   float(full.min() if extreme == "min" else full.max()) if len(full) else None, None, None, p,
+                   None, R, float(inside.mean()), "replicate share inside", label, alpha)

@@ -50,26 +50,87 @@ def split(setup: Setup, seed: int) -> parallel.Split:
                           parallel.subset_languages(sp.evaluation, setup.languages), seed)
 
 
-def language_stats(ctx, setup: Setup, sp: parallel.Split, lang: str) -> stats.Stats:
+CHUNKS = 8  # the selection documents are counted in this many interleaved chunks (split-half replicates)
+
+
+def language_chunks(ctx, setup: Setup, sp: parallel.Split, lang: str) -> list[stats.Stats]:
+    """The statistics of one language in CHUNKS interleaved chunks of its selection documents.  The statistics
+    add up over documents, so any union of chunks is the statistic of those documents (one pass in all)."""
     m = ctx.model
     L, F = m.arch.n_layers, m.arch.d_ffn
 
     def compute() -> pd.DataFrame:
         docs = tx.documents(m.tokenizer, sp.selection.side(lang), doc_tokens=setup.doc_tokens,
                             budget=setup.selection_tokens)
-        st = stats.record(m, docs, top_frac=setup.plnd_top, progress=ctx.progress)
         layer, neuron = np.divmod(np.arange(L * F), F)
-        frame = pd.DataFrame({"layer": layer, "neuron": neuron, "n_pos": st.n_pos.ravel(),
-                              "s_act": st.s_act.ravel(), "n_top": st.n_top.ravel()})
-        frame.attrs.update({"n_tokens": st.n_tokens, "n_docs": st.n_docs})
+        cols: dict[str, np.ndarray] = {"layer": layer, "neuron": neuron}
+        n_tok, n_doc = [], []
+        for c in range(CHUNKS):
+            st = stats.record(m, docs[c::CHUNKS], top_frac=setup.plnd_top,
+                              progress=lambda f, msg="", c=c: ctx.progress((c + f) / CHUNKS, msg))
+            cols.update({f"n_pos_{c}": st.n_pos.ravel(), f"s_act_{c}": st.s_act.ravel(), f"n_top_{c}": st.n_top.ravel()})
+            n_tok.append(st.n_tokens)
+            n_doc.append(st.n_docs)
+        frame = pd.DataFrame(cols)
+        frame.attrs.update({"n_tokens": n_tok, "n_docs": n_doc})
         return frame
 
-    parts = {"fn": "langneurons.stats", "v": 1, "lang": lang, **setup.data_parts(ctx),
+    parts = {"fn": "langneurons.stats", "v": 2, "chunks": CHUNKS, "lang": lang, **setup.data_parts(ctx),
              "selection_tokens": setup.selection_tokens, "doc_tokens": setup.doc_tokens, "plnd_top": setup.plnd_top}
     f = ctx.memo(parts, compute)
-    return stats.Stats(n_tokens=int(f.attrs["n_tokens"]), n_docs=int(f.attrs["n_docs"]),
-                       n_pos=f["n_pos"].to_numpy(np.int64).reshape(L, F),
-                       s_act=f["s_act"].to_numpy(float).reshape(L, F), n_top=f["n_top"].to_numpy(np.int64).reshape(L, F))
+    return [stats.Stats(n_tokens=int(f.attrs["n_tokens"][c]), n_docs=int(f.attrs["n_docs"][c]),
+                        n_pos=f[f"n_pos_{c}"].to_numpy(np.int64).reshape(L, F),
+                        s_act=f[f"s_act_{c}"].to_numpy(float).reshape(L, F),
+                        n_top=f[f"n_top_{c}"].to_numpy(np.int64).reshape(L, F)) for c in range(CHUNKS)]
+
+
+def summed(chunks: list[stats.Stats]) -> stats.Stats:
+    """The statistics of the union of `chunks`."""
+    return stats.Stats(n_tokens=sum(c.n_tokens for c in chunks), n_docs=sum(c.n_docs for c in chunks),
+                       n_pos=sum(c.n_pos for c in chunks), s_act=sum(c.s_act for c in chunks),
+                       n_top=sum(c.n_top for c in chunks))
+
+
+def language_stats(ctx, setup: Setup, sp: parallel.Split, lang: str) -> stats.Stats:
+    return summed(language_chunks(ctx, setup, sp, lang))
+
+
+def half_pairs(n_pairs: int, seed: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """`n_pairs` distinct complementary splits of the CHUNKS chunks into two halves (seeded)."""
+    from itertools import combinations
+
+    halves = [h for h in combinations(range(CHUNKS), CHUNKS // 2) if 0 in h]  # each split once
+    rng = np.random.default_rng([seed, 0x5B])
+    pick = rng.permutation(len(halves))[: min(n_pairs, len(halves))]
+    return [(halves[i], tuple(c for c in range(CHUNKS) if c not in halves[i])) for i in sorted(pick)]
+
+
+def split_half_selections(ctx, setup: Setup, sp: parallel.Split, method: str, n_pairs: int):
+    """[(selection on half A, selection on half B)] for `n_pairs` splits of the selection documents, for the
+    methods that read the activation statistics only (lape, lap, lave, plnd)."""
+    langs = list(sp.selection.languages)
+    ch = {lang: language_chunks(ctx, setup, sp, lang) for lang in langs}
+    out = []
+    for pair in half_pairs(n_pairs, ctx.seed):
+        sels = []
+        for half in pair:
+            st = {lang: summed([ch[lang][c] for c in half]) for lang in langs}
+            sels.append(_select_from(method, st, langs, setup))
+        out.append(tuple(sels))
+    return out
+
+
+def _select_from(method: str, st: dict[str, stats.Stats], langs: list[str], setup: Setup) -> select.Selection:
+    rule = dict(top_rate=setup.top_rate, bar_quantile=setup.bar_quantile)
+    if method == "lape":
+        return select.lape(np.stack([st[l].p for l in langs]), langs, **rule)
+    if method == "lave":
+        return select.lave(np.stack([st[l].mean for l in langs]), langs, **rule)
+    if method == "lap":
+        return select.lap(np.stack([st[l].p for l in langs]), langs, threshold=setup.lap_threshold)
+    if method == "plnd":
+        return select.plnd(np.stack([st[l].n_top for l in langs]), [st[l].n_docs for l in langs], langs)
+    raise ValueError(f"no split-half selection for method '{method}' (lape, lave, lap, plnd)")
 
 
 def language_gradients(ctx, setup: Setup, sp: parallel.Split, lang: str) -> np.ndarray:

@@ -24,7 +24,14 @@ from bench import corpora
 from bench.core.errors import BenchError
 from bench.corpora.tagged import SPECIAL, tagged_texts, token_classes
 from bench.families.microscope.intrinsic import anisotropy, mean_cosine_to_others
-from bench.families.microscope.linearity import GramStats, heldout_score, solve, token_errors
+from bench.families.microscope.linearity import (
+    GramStats,
+    adjusted_score,
+    crossfit_sums,
+    heldout_score,
+    solve,
+    token_errors,
+)
 from bench.models import hooks
 
 
@@ -123,7 +130,9 @@ def layer_pass(model, items: list[Item], micro: int, progress=lambda f, m="": No
         unit_sum += torch.nn.functional.normalize(sel.double(), dim=-1).sum(dim=1)
         progress(0.5 * (k + 1) / n_batches, "hidden states, pass 1 (Gram sums)")
     maps = solve(total)
-    held = heldout_score(total.minus(test), test) if 0 < test.n < total.n else torch.full((L,), float("nan"))
+    two_folds = 0 < test.n < total.n
+    held = heldout_score(total.minus(test), test) if two_folds else torch.full((L,), float("nan"))
+    fit_for = (solve(test), solve(total.minus(test))) if two_folds else None  # maps for even / odd texts
     parts = []
     for k, (group, ids, mask) in enumerate(batches(items, micro, pid)):
         states, _ = block_states(model, ids, mask)
@@ -134,20 +143,45 @@ def layer_pass(model, items: list[Item], micro: int, progress=lambda f, m="": No
         parts.append(_token_rows(index, err, "token_error"))
         parts.append(_token_rows(index, err.mean(axis=1, keepdims=True), "token_error_mean", layered=False))
         parts.append(_token_rows(index, cen, "centrality"))
+        if fit_for is not None:
+            parts += _crossfit_rows(fit_for, sel, index)
         progress(0.5 + 0.5 * (k + 1) / n_batches, "hidden states, pass 2 (per-token errors)")
     aniso = [anisotropy(total.covariance(l)) for l in range(L + 1)]
     layer_rows = pd.DataFrame({
         "sample": pd.NA, "position": pd.NA, "cls": None,
-        "layer": list(range(L)) * 2 + list(range(L + 1)),
-        "metric": ["linearity"] * L + ["linearity_heldout"] * L + ["anisotropy"] * (L + 1),
-        "value": np.concatenate([maps.score.numpy(), held.numpy(), np.array(aniso)]),
+        "layer": list(range(L)) * 3 + list(range(L + 1)) + [pd.NA, pd.NA],
+        "metric": ["linearity"] * L + ["linearity_heldout"] * L + ["linearity_adjusted"] * L
+                  + ["anisotropy"] * (L + 1) + ["n_tokens", "hidden_size"],
+        "value": np.concatenate([maps.score.numpy(), held.numpy(), adjusted_score(maps.score, total.n, d).numpy(),
+                                 np.array(aniso), [float(total.n), float(d)]]),
     })
     frame = pd.concat([*parts, layer_rows], ignore_index=True)
     frame = frame[np.isfinite(frame["value"].to_numpy(float))]
     frame.attrs["notes"] = [f"{total.n} tokens of {len(items)} texts (position 0 and special tokens left out); "
                             f"held-out linearity: maps fitted on {total.n - test.n} tokens of even-numbered texts, "
-                            f"scored on {test.n} of odd-numbered ones"]
+                            f"scored on {test.n} of odd-numbered ones; cross-fitted sums (linearity_cv_resid, "
+                            f"linearity_cv_total): each half scored by the maps of the other; "
+                            f"N = {total.n} tokens = {total.n / d:.1f} per hidden dimension (d = {d})"]
     return frame
+
+
+def _crossfit_rows(fit_for, sel: torch.Tensor, index) -> list[pd.DataFrame]:
+    """Per-text sums of the cross-fitted residual and total squares, per layer pair: two (texts × L) tables."""
+    samples = np.array([s for s, _, _ in index])
+    odd = samples % 2 == 1
+    L = sel.shape[0] - 1
+    resid, total = np.zeros((len(samples), L)), np.zeros((len(samples), L))
+    for fold, mask in ((0, ~odd), (1, odd)):
+        if mask.any():
+            r, t = crossfit_sums(fit_for[fold], sel[:, torch.from_numpy(mask)])  # (L, n_fold)
+            resid[mask], total[mask] = r.T.numpy(), t.T.numpy()
+    out = []
+    for metric, vals in (("linearity_cv_resid", resid), ("linearity_cv_total", total)):
+        per = pd.DataFrame(vals).groupby(samples).sum()  # (texts in this batch, L)
+        out.append(pd.DataFrame({"sample": np.repeat(per.index.to_numpy(), L), "position": pd.NA,
+                                 "layer": np.tile(np.arange(L), len(per)), "cls": None, "metric": metric,
+                                 "value": per.to_numpy().reshape(-1)}))
+    return out
 
 
 def _token_rows(index, values: np.ndarray, metric: str, layered: bool = True) -> pd.DataFrame:
@@ -172,7 +206,7 @@ def layer_pass_memo(ctx, *, corpus: str, n_texts: int, max_tokens: int, micro: i
         items = prepare_items(m.tokenizer, corpus, n_texts, max_tokens)
         return layer_pass(m, items, micro, ctx.progress)
 
-    parts = {"fn": "microscope_layer_pass", "v": 1, "model": m.fingerprint, "dtype": str(m.dtype),
+    parts = {"fn": "microscope_layer_pass", "v": 2, "model": m.fingerprint, "dtype": str(m.dtype),
              "device": m.device.type, "corpus": corpora.fingerprint(corpus), "n_texts": n_texts,
              "max_tokens": max_tokens}
     frame = ctx.memo(parts, compute)

@@ -8,6 +8,11 @@ Everything the solution needs — XᵀX per layer, H^lᵀH^{l+1} per pair, colum
 over tokens, so :class:`GramStats` accumulates it in float64 batch by batch and memory does not grow with N.
 The per-token errors then need a second pass over the states (:func:`token_errors`).  A held-out score fits the
 maps on the tokens not marked ``test`` and evaluates them on the rest from the Gram sums alone.
+
+The in-sample score is optimistic: d² coefficients fitted to N tokens reach a score near 1 on noise when N is
+not much larger than d.  The claims are therefore decided on the *cross-fitted* score (:func:`crossfit_sums`):
+texts are split in two folds, each fold is scored by the maps fitted on the other, and the per-text residual and
+total sums give the pooled score and a bootstrap interval over texts.  The adjusted score is reported beside.
 """
 
 from __future__ import annotations
@@ -127,6 +132,28 @@ def heldout_score(train: GramStats, test: GramStats) -> torch.Tensor:
         resid = torch.sum((gxx @ a) * a) - 2 * torch.sum(gxy * a) + yy
         out.append(1 - resid / yy)
     return torch.stack(out)
+
+
+def adjusted_score(score: torch.Tensor, n: int, d: int) -> torch.Tensor:
+    """Adjusted R² of the in-sample score: 1 − (1 − R²)(N − 1)/(N − d − 1) (d regressors per output); NaN when
+    N ≤ d + 1.  It removes the optimism of fitting d·d coefficients to N tokens only on average."""
+    if n <= d + 1:
+        return torch.full_like(score, float("nan"))
+    return 1 - (1 - score) * (n - 1) / (n - d - 1)
+
+
+def crossfit_sums(maps: LinearMaps, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token residual and total sums of squares of `states` (L+1, n, d) under maps fitted on *other* texts,
+    in the raw units of layer l + 1 (so that sums over tokens scored by different folds' maps add up):
+    (resid (L, n), total (L, n)) with resid = ‖x̃A − ỹ‖²·s_y² and total = ‖ỹ‖²·s_y² (ỹ centred by the fit's mean).
+    The cross-fitted score of any set of tokens is 1 − Σ resid / Σ total."""
+    h = states.to(torch.float64)
+    z = (h - maps.mean[:, None, :]) / maps.scale[:, None, None]  # (L+1, n, d)
+    pred = torch.einsum("lnd,lde->lne", z[:-1], maps.A)  # (L, n, d)
+    sy2 = (maps.scale[1:] ** 2)[:, None]  # (L, 1)
+    resid = ((pred - z[1:]) ** 2).sum(dim=-1) * sy2
+    total = (z[1:] ** 2).sum(dim=-1) * sy2
+    return resid, total
 
 
 def token_errors(maps: LinearMaps, states: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """LLM-Microscope probes that read hidden states of every layer (Razzhigaev et al., NAACL Findings 2025).
 
-* ``nonlinearity`` — per pair of consecutive layers (the last pair included) the least-squares linearity score,
-  a held-out version of it, and the per-token error E_i^l with its mean over layers E_i;
+* ``nonlinearity`` — per pair of consecutive layers (the last pair included) the least-squares linearity score
+  (in-sample, adjusted, held-out on odd texts), per-text cross-fitted residual and total sums (the estimator the
+  claim is decided on), the token count N and hidden size d, and the per-token error E_i^l with its mean E_i;
 * ``centrality`` — per token and layer, the mean cosine similarity of its state to every other token's;
 * ``intrinsic_dimension`` — TwoNN per layer (also divided by the hidden size) and anisotropy;
 * ``logit_lens`` — the next-token loss read out of every layer through the final norm and the head.
@@ -21,7 +22,8 @@ from bench.families.microscope.layerpass import collect_states, finish, layer_pa
 from bench.families.microscope.lens import lens_frame
 from bench.families.microscope.schemas import TokenLayerMetrics
 
-NONLINEARITY = ("linearity", "linearity_heldout", "token_error", "token_error_mean")
+NONLINEARITY = ("linearity", "linearity_heldout", "linearity_adjusted", "linearity_cv_resid", "linearity_cv_total",
+                "n_tokens", "hidden_size", "token_error", "token_error_mean")
 CENTRALITY = ("centrality",)
 INTRINSIC = ("intrinsic_dim", "id_ratio", "id_points", "anisotropy")
 LENS = ("lens_loss", "lens_top1", "model_loss", "lens_final_gap")
@@ -32,7 +34,7 @@ def _check(n_texts: int, max_tokens: int) -> None:
         raise BenchError("need n_texts ≥ 2 and max_tokens ≥ 4")
 
 
-@probe_def("nonlinearity", version=1, schema=TokenLayerMetrics, metrics=NONLINEARITY)
+@probe_def("nonlinearity", version=2, schema=TokenLayerMetrics, metrics=NONLINEARITY)
 def nonlinearity(ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32,
                  micro_batch: int = 16) -> pd.DataFrame:
     """Layer linearity score per layer pair and per-token non-linearity E_i^l (streamed Gram matrices)."""

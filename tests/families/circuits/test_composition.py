@@ -50,3 +50,78 @@ def test_baseline_is_seeded():
     a = random_baseline(16, 4, 5, torch.Generator().manual_seed(9))
     b = random_baseline(16, 4, 5, torch.Generator().manual_seed(9))
     assert np.array_equal(a, b) and np.all((a > 0) & (a < 1))
+
+
+def _hand_folded(model, layer, gemma):
+    """Per-head W_Q, W_K, W_V (d, dh), W_O (dh, d) of a tiny HF model, with the norm scales folded by hand."""
+    cfg = model.config
+    attn = model.model.layers[layer].self_attn
+    blk = model.model.layers[layer]
+    H, Hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // H
+    scale = (lambda w: 1 + w.detach()) if gemma else (lambda w: w.detach())
+    g_in = scale(blk.input_layernorm.weight)
+    heads = lambda w, n: [w.detach()[i * dh:(i + 1) * dh].T * g_in[:, None] for i in range(n)]  # noqa: E731
+    Q, K, V = heads(attn.q_proj.weight, H), heads(attn.k_proj.weight, Hkv), heads(attn.v_proj.weight, Hkv)
+    O = [attn.o_proj.weight.detach()[:, i * dh:(i + 1) * dh].T for i in range(H)]
+    if gemma:
+        Q = [q * scale(attn.q_norm.weight)[None, :] for q in Q]
+        K = [k * scale(attn.k_norm.weight)[None, :] for k in K]
+        O = [o * scale(blk.post_attention_layernorm.weight)[None, :] for o in O]
+    return Q, K, V, O, [h // (H // Hkv) for h in range(H)]
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_folded_head_weights_match_a_hand_folded_reference(family):
+    from bench.families.circuits.composition import folded_head_weights
+    from bench.models import arch as arch_mod
+    from tests.conftest import build_tiny
+
+    model = build_tiny(family, seed=4)
+    arch = arch_mod.inspect(model)
+    W_Q, W_K, W_V, W_O, kv = folded_head_weights(model, arch, 1)
+    Q, K, V, O, kv_ref = _hand_folded(model, 1, family == "gemma3")
+    assert list(kv) == kv_ref
+    for h in range(len(Q)):
+        assert torch.allclose(W_Q[h].double(), Q[h].double(), atol=1e-5)
+        assert torch.allclose(W_O[h].double(), O[h].double(), atol=1e-5)
+    for h in range(len(K)):
+        assert torch.allclose(W_K[h].double(), K[h].double(), atol=1e-5)
+        assert torch.allclose(W_V[h].double(), V[h].double(), atol=1e-5)
+
+
+def test_permuted_baseline_keeps_norms_and_breaks_alignment():
+    from bench.families.circuits.composition import k_composition_score, permuted_baseline
+
+    g = torch.Generator().manual_seed(0)
+    d, dh = 48, 4
+    W_V = torch.randn(d, dh, generator=g, dtype=torch.float64)
+    W_O = torch.randn(dh, d, generator=g, dtype=torch.float64)
+    W_K = W_O.T.clone()  # the later head reads exactly what the earlier one writes: strong composition
+    W_Q = torch.randn(d, dh, generator=g, dtype=torch.float64)
+    observed = k_composition_score(W_V, W_O, W_Q, W_K)
+    base = permuted_baseline(W_V, W_O, W_Q, W_K, 200, torch.Generator().manual_seed(1))
+    assert observed > np.quantile(base, 0.99)
+    ident = permuted_baseline(W_V, W_O, W_Q, W_K, 1, torch.Generator().manual_seed(1))
+    perm = torch.randperm(d, generator=torch.Generator().manual_seed(1))
+    assert ident[0] == pytest.approx(k_composition_score(W_V, W_O[:, perm], W_Q, W_K))
+
+
+def test_exceeds_baselines_needs_both_to_refute_and_marks_approximate():
+    import pandas as pd
+
+    from bench.stats import Outcome, evaluate
+
+    rng = np.random.default_rng(0)
+    rows = [("observed", "k", 0.5), ("observed", "flag", 1.0)]
+    rows += [("baseline", "gauss", v) for v in rng.normal(0.2, 0.01, 300)]  # observed far above
+    rows += [("baseline", "perm", v) for v in rng.normal(0.8, 0.01, 300)]  # observed far below
+    f = pd.DataFrame(rows, columns=["kind", "metric", "value"])
+    params = dict(observed={"kind": "observed", "metric": "k"}, flag={"metric": "flag"},
+                  baselines=[{"kind": "baseline", "metric": "gauss"}, {"kind": "baseline", "metric": "perm"}])
+    v = evaluate(f, "exceeds_baselines", params)
+    assert v.outcome is Outcome.INCONCLUSIVE and "approximate" in v.reason
+    both_low = {**params, "baselines": [{"kind": "baseline", "metric": "perm"}] * 2}
+    assert evaluate(f, "exceeds_baselines", both_low).outcome is Outcome.REFUTED
+    both_high = {**params, "baselines": [{"kind": "baseline", "metric": "gauss"}] * 2}
+    assert evaluate(f, "exceeds_baselines", both_high).outcome is Outcome.SUPPORTED

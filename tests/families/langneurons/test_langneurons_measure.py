@@ -212,3 +212,34 @@ def test_sentence_states_equal_mean_of_output_hidden_states(family):
             hs = m.hf(input_ids=ids, output_hidden_states=True).hidden_states
             for l in range(m.arch.n_layers - 1):  # the last entry of hidden_states is after the final norm
                 torch.testing.assert_close(got[i, l], hs[l + 1][0, 1:].mean(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pv_gradient_norms_equal_autograd_by_hand(family):
+    """PV's per-neuron gradient norm against a plain backward pass: neuron j's rows of the input projections
+    and column j of the output projection (biases included where there are any)."""
+    from bench.families.langneurons.stats import gradient_norms
+
+    m = loaded(family, seed=2)
+    docs = random_docs(3, 12, m.hf.config.vocab_size, seed=5)
+    got = gradient_norms(m, docs)  # (L, F)
+    hf = m.hf
+    hf.zero_grad()
+    total = 0.0
+    for d in docs:
+        ids = torch.tensor([d])
+        out = hf(input_ids=ids, labels=ids)
+        total = total + out.loss * (len(d) - 1)  # summed, not mean, next-token loss
+    total.backward()
+    for l, b in enumerate(m.arch.blocks):
+        sq = torch.zeros(m.arch.d_ffn, dtype=torch.float64)
+        for path in b.ffn_in:
+            mod = arch_mod.get(hf, path)
+            g = mod.weight.grad.double()
+            sq += (g.T if g.shape[0] != m.arch.d_ffn else g).pow(2).sum(dim=1)
+            if getattr(mod, "bias", None) is not None and mod.bias.grad is not None:
+                sq += mod.bias.grad.double().pow(2)
+        out_mod = arch_mod.get(hf, b.ffn_out)
+        g = out_mod.weight.grad.double()
+        sq += (g if g.shape[0] == m.arch.d_ffn else g.T).pow(2).sum(dim=1)
+        np.testing.assert_allclose(got[l], sq.sqrt().numpy(), rtol=1e-3, atol=1e-6)

@@ -97,17 +97,49 @@ def test_related_exceeds_unrelated():
     assert v.outcome is Outcome.REFUTED
 
 
-def layer_frame(edge: int, total: int, uniform: float = 0.4) -> pd.DataFrame:
-    return frame([("lape", None, None, None, None, None, "edge_count", edge),
-                  ("lape", None, None, None, None, None, "total_count", total),
-                  ("lape", None, None, None, None, None, "uniform_share", uniform)])
+def layer_frame(edge: int, total: int, uniform: float = 0.4, spread: float = 0.05, reps: int = 40) -> pd.DataFrame:
+    """Full-data counts and `reps` split-half replicates whose shares spread ±`spread` around edge/total."""
+    rows = [("lape", None, None, None, None, None, "edge_count", edge),
+            ("lape", None, None, None, None, None, "total_count", total),
+            ("lape", None, None, None, None, None, "uniform_share", uniform)]
+    shares = edge / total + np.linspace(-spread, spread, reps)
+    for r, sh in enumerate(shares):
+        rows += [("lape", None, None, None, None, r, "edge_count", round(sh * 1000)),
+                 ("lape", None, None, None, None, r, "total_count", 1000)]
+    return frame(rows)
 
 
-def test_binomial_share():
+def test_binomial_share_decides_on_split_half_replicates():
     assert evaluate(layer_frame(90, 100), "binomial_share", {"min_share": 0.6}).outcome is Outcome.SUPPORTED
     assert evaluate(layer_frame(30, 100), "binomial_share", {"min_share": 0.6}).outcome is Outcome.REFUTED
     assert evaluate(layer_frame(63, 100), "binomial_share", {"min_share": 0.6}).outcome is Outcome.INCONCLUSIVE
     assert evaluate(layer_frame(3, 4), "binomial_share", {"min_share": 0.6}).outcome is Outcome.INCONCLUSIVE
+    # 63 of 100 neurons would pass an exact binomial test over neurons at 0.6 only with n ≈ 1,000; here 630 of
+    # 1,000 with replicates spread ±0.1: the selection's own noise decides, not the neuron count
+    v = evaluate(layer_frame(630, 1000, spread=0.1), "binomial_share", {"min_share": 0.6})
+    assert v.outcome is Outcome.INCONCLUSIVE and "split-half replicate" in v.reason and v.n == 40
+
+
+def test_binomial_share_without_replicates_is_inconclusive():
+    f = layer_frame(900, 1000, reps=0)
+    v = evaluate(f, "binomial_share", {"min_share": 0.6})
+    assert v.outcome is Outcome.INCONCLUSIVE and "replicates" in v.reason
+
+
+def test_arg_extreme_over_replicates():
+    rows = [("lape", k, None, None, None, None, "n_selected", v) for k, v in {"en": 3, "de": 9, "fr": 7}.items()]
+    for r in range(30):  # en is the minimum in 28 of 30 replicates, fr in 2
+        counts = {"en": 3, "de": 9, "fr": 7} if r >= 2 else {"en": 8, "de": 9, "fr": 7}
+        rows += [("lape", k, None, None, None, r, "n_selected", v) for k, v in counts.items()]
+    p = {"metric": "n_selected", "over": "set_lang", "extreme": "min", "expect": ["en"], "unit": "sample",
+         "replicates": True}
+    v = evaluate(frame(rows), "arg_extreme", p)
+    assert v.p_value == pytest.approx(3 / 31) and v.effect == pytest.approx(28 / 30)
+    assert v.outcome is Outcome.INCONCLUSIVE and v.n == 30  # 2 of 30 replicates elsewhere: p ≈ 0.1
+    stable = [r for r in rows if r[5] is None or r[5] >= 2]
+    assert evaluate(frame(stable), "arg_extreme", p).outcome is Outcome.SUPPORTED  # p = 1/29
+    exact = evaluate(frame(rows), "arg_extreme", {k: p[k] for k in ("metric", "over", "extreme", "expect")})
+    assert exact.outcome is Outcome.SUPPORTED and "exact" in exact.reason  # replicate rows are not mixed in
 
 
 def counts_frame(counts: dict[str, int]) -> pd.DataFrame:

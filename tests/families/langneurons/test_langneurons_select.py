@@ -125,3 +125,32 @@ def test_layer_bands_and_restriction():
     assert list(select.layer_band("all", 3)) == [0, 1, 2]
     sel = {"en": np.array([0, 5, 10, 15])}  # F = 5: layers 0, 1, 2, 3
     assert select.restrict_layers(sel, [1, 3], 5)["en"].tolist() == [5, 15]
+
+
+def test_lave_and_lape_pick_different_neurons_when_probability_and_magnitude_disagree():
+    """Neuron 7 fires often only for en but with the same mean as elsewhere; neuron 20 fires equally often
+    everywhere but much more strongly for de.  LAPE must pick 7 (not 20), LAVE 20 (not 7)."""
+    from bench.families.langneurons import shared, stats
+    from bench.families.langneurons.shared import Setup
+
+    L, F = 2, 50
+    p = np.full((3, L, F), 0.3)
+    mean = np.full((3, L, F), 0.3)
+    p[:, 0, 7] = (0.9, 0.0, 0.0)
+    mean[:, 0, 20] = (0.0, 2.0, 0.0)
+    st = {lang: stats.Stats(n_tokens=1000, n_docs=4, n_pos=(p[k] * 1000).astype(np.int64),
+                            s_act=mean[k] * 1000, n_top=np.zeros((L, F), np.int64)) for k, lang in enumerate(LANGS)}
+    setup = Setup("x", tuple(LANGS), 2, 128, 8, top_rate=1 / 100)
+    lape = shared._select_from("lape", st, LANGS, setup)
+    lave = shared._select_from("lave", st, LANGS, setup)
+    assert lape["en"].tolist() == [7] and 20 not in np.concatenate(list(lape.values()))
+    assert lave["de"].tolist() == [20] and 7 not in np.concatenate(list(lave.values()))
+
+
+def test_split_halves_are_complementary_and_distinct():
+    from bench.families.langneurons.shared import CHUNKS, half_pairs
+
+    pairs = half_pairs(20, seed=0)
+    assert len(pairs) == 20 and len(set(pairs)) == 20
+    for a, b in pairs:
+        assert sorted(a + b) == list(range(CHUNKS)) and len(a) == len(b)

@@ -43,3 +43,21 @@ def test_mean_cosine_to_others_matches_the_pairwise_definition():
     expected = (cos.sum(dim=1) - 1) / 49
     got = mean_cosine_to_others(unit, unit.sum(dim=0), 50)
     assert np.allclose(got.numpy(), expected.numpy())
+
+
+def test_shift_fractions_on_hand_built_states():
+    """Two layers, 4 dims, 2 tokens; the shares of moved dimensions are counted by hand."""
+    import torch
+
+    from bench.families.microscope.text_probes import shift_fractions
+
+    a = torch.zeros(2, 2, 4, dtype=torch.float64)
+    a[:, :, 0] = 1.0  # every state points along dim 0
+    b = a.clone()
+    b[0, 1, 1] = 1.0  # layer 0: the last token moves into dim 1 (raw mean of dim 1 moves by 0.5)
+    b[1, :, 2] = 0.002  # layer 1: a shift below eps = 0.01 in dim 2
+    fr = shift_fractions(a, b, eps=0.01)
+    # layer 0: unit mean (1, 0.5)/|.| vs (1, 0) → dims 0 and 1 move; last token (1,1)/√2 vs (1,0) → dims 0, 1
+    assert fr["frac_shifted_mean"].tolist() == [0.5, 0.0]
+    assert fr["frac_shifted_last"].tolist() == [0.5, 0.0]
+    assert fr["frac_shifted_raw"].tolist() == [0.25, 0.0]  # raw: only dim 1 moves (by 0.5)

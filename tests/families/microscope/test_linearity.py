@@ -85,3 +85,57 @@ def test_heldout_score_of_a_linear_map_is_one_and_of_noise_is_low():
     t.update(noise[:, 1::2])
     full = _stream(noise)
     assert solve(full).score[0] > 0.5 > heldout_score(full.minus(t), t)[0]
+
+
+def _fit_reference(h):
+    """Plain least squares on centred, Frobenius-normalised states of one fold: per pair (A, mean, scale)."""
+    out = []
+    z = h - h.mean(dim=1, keepdim=True)
+    scale = torch.linalg.matrix_norm(z)
+    for l in range(h.shape[0] - 1):
+        A = torch.linalg.lstsq(z[l] / scale[l], z[l + 1] / scale[l + 1], rcond=None, driver="gelsd").solution
+        out.append(A)
+    return out, h.mean(dim=1), scale
+
+
+def test_crossfit_sums_match_a_hand_fitted_held_out_score():
+    from bench.families.microscope.linearity import GramStats, crossfit_sums, solve
+
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(3, 300, 6, generator=g, dtype=torch.float64)
+    h[1] = h[0] @ torch.randn(6, 6, generator=g, dtype=torch.float64) + 0.3 * h[1]
+    h[2] = torch.tanh(h[1]) + 0.1 * h[2]
+    fit, test = h[:, :200], h[:, 200:]
+    st = GramStats.empty(2, 6)
+    st.update(fit)
+    resid, total = crossfit_sums(solve(st), test)
+    A, mean, scale = _fit_reference(fit)
+    for l in range(2):
+        x = (test[l] - mean[l]) / scale[l]
+        y = test[l + 1] - mean[l + 1]
+        r = ((x @ A[l]) * scale[l + 1] - y) ** 2
+        expected = 1 - r.sum() / (y * y).sum()
+        assert float(1 - resid[l].sum() / total[l].sum()) == pytest.approx(float(expected), rel=1e-8)
+
+
+def test_in_sample_score_overfits_noise_but_the_crossfitted_rule_does_not():
+    """Independent noise layers with N = 3·d: the in-sample score is far above 0, the cross-fitted one is not."""
+    import pandas as pd
+
+    from bench.families.microscope.layerpass import _crossfit_rows
+    from bench.families.microscope.linearity import GramStats, solve
+    from bench.stats import Outcome, evaluate
+
+    g = torch.Generator().manual_seed(0)
+    d, n_texts, per = 24, 12, 6
+    h = torch.randn(3, n_texts * per, d, generator=g, dtype=torch.float64)
+    index = [(s, p, "x") for s in range(n_texts) for p in range(per)]
+    odd = torch.tensor([s % 2 == 1 for s, _, _ in index])
+    total, test = GramStats.empty(2, d), GramStats.empty(2, d)
+    total.update(h)
+    test.update(h[:, odd])
+    assert float(solve(total).score.min()) > 0.2  # optimism of fitting d² coefficients to 3·d tokens
+    rows = pd.concat(_crossfit_rows((solve(test), solve(total.minus(test))), h, index), ignore_index=True)
+    v = evaluate(rows, "crossfit_summary", dict(resid="linearity_cv_resid", total="linearity_cv_total",
+                                                min=0.9, min_n=5, n_resamples=200))
+    assert v.estimate < 0.1 and v.outcome is Outcome.REFUTED

@@ -53,3 +53,41 @@ def test_family_on_the_real_model(smollm, tmp_path):
     assert set(qa["condition"].dropna()) == {"original", "no_stopwords", "no_punctuation", "no_articles"}
     pair = _run(smollm, tmp_path, "context_pair", **data)
     assert pair.empty and "no pair is invented" in pair.attrs["notes"][0]
+
+
+def test_final_layer_lens_loss_equals_the_models_own_loss(smollm, tmp_path):
+    """A value, not a shape: the last layer read through the lens is the model, so its per-token loss equals the
+    loss transformers computes for the same text (labels = inputs, the positions the probe scores)."""
+    from bench.families.microscope.layerpass import prepare_items
+
+    lens = _run(smollm, tmp_path, "logit_lens", corpus="brown:all", n_texts=2, max_tokens=20)
+    it = prepare_items(smollm.tokenizer, "brown:all", 2, 20)[0]
+    ids = torch.tensor([it.ids])
+    with torch.no_grad():
+        logits = smollm.hf(input_ids=ids).logits[0].float()
+    pos = [p for p in range(len(it.ids) - 1) if it.usable[p]]
+    ref = torch.nn.functional.cross_entropy(logits[pos], ids[0, [p + 1 for p in pos]], reduction="none")
+    rows = lens[(lens["sample"] == it.sample) & (lens["metric"] == "lens_loss")
+                & (lens["layer"] == smollm.arch.n_layers)].sort_values("position")
+    assert rows["position"].tolist() == pos
+    assert rows["value"].to_numpy() == pytest.approx(ref.numpy(), abs=2e-3)
+
+
+def test_crossfitted_linearity_on_real_states_equals_a_plain_fit(smollm, tmp_path):
+    """The streamed cross-fitted sums against a plain least-squares fit on the even texts scored on the odd ones."""
+    from bench.families.microscope.layerpass import collect_states, prepare_items
+
+    data = {"corpus": "brown:all", "n_texts": 8, "max_tokens": 20, "micro_batch": 8}
+    lin = _run(smollm, tmp_path, "nonlinearity", **data)
+    items = prepare_items(smollm.tokenizer, "brown:all", 8, 20)
+    states, index = collect_states(smollm, items, 10_000, 8)  # (L+1, n, d)
+    odd = torch.tensor([s % 2 == 1 for s, _, _ in index])
+    h = states[:2].double()  # layer pair 0 → 1 is enough for a value check
+    fit, test = h[:, ~odd], h[:, odd]
+    mx, my = fit[0].mean(0), fit[1].mean(0)
+    A = torch.linalg.lstsq(fit[0] - mx, fit[1] - my, rcond=None, driver="gelsd").solution
+    r = (test[0] - mx) @ A - (test[1] - my)
+    want_resid = float((r * r).sum())
+    got = lin[(lin["metric"] == "linearity_cv_resid") & (lin["layer"] == 0)]
+    got = got[got["sample"].astype(int) % 2 == 1]["value"].sum()
+    assert got == pytest.approx(want_resid, rel=1e-3)
