@@ -13,7 +13,7 @@ from typing import Any
 
 from bench import models, stats
 from bench.core import plan, results, upkeep
-from bench.core.errors import ModelError, UsageError
+from bench.core.errors import BenchError, ModelError, UsageError
 from bench.core.spec import Spec
 from bench.core.store import Cache, RunWriter
 from bench.stats import Outcome, Verdict
