@@ -73,7 +73,8 @@ def _base_rows(counts) -> pd.DataFrame:
 
 
 def _condition_rows(got: pd.DataFrame, counts, sp: study.Split, k: int, cond: str, seed: int) -> pd.DataFrame:
-    after = got[got["metric"] == "after_correct"].set_index(got["sample"].astype(int))["value"]
+    ac = got[got["metric"] == "after_correct"]
+    after = pd.Series(ac["value"].to_numpy(float), index=ac["sample"].astype(int).to_numpy())
     held = [i for i in sp.held if i in after.index]
     hk = [i for i in held if counts[i] == k]
     rest = [i for i in held if counts[i] < k]
