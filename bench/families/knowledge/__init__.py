@@ -1,0 +1,7 @@
+"""How much knowledge can you pack into a LoRA adapter? (Pletenev et al. 2025, arXiv 2502.14502)
+
+``categorise``  HighlyKnown / MaybeKnown / Unknown from k few-shot prompts (shared-prefix KV cache)
+``study``       the experiment: categorise a fact pool, train on Unknown facts under several conditions
+                (UK only, UK + HighlyKnown, UK + paraphrase, full fine-tuning), categorise again; cached pieces
+``probes``      the probe the four specs share; ``schemas``, ``charts``   its frame schema and report charts
+"""

@@ -1,0 +1,110 @@
+"""The knowledge probe: categories before and after training under each condition, as per-fact indicators.
+
+Rows (``sample`` = fact index in the pool, so conditions pair on the same facts):
+
+``negative_shift``  held-out fact HighlyKnown before → 1 if no longer HighlyKnown after (HK → MK/UK)
+``positive_shift``  held-out fact not HighlyKnown before → 1 if HighlyKnown after
+``reliability``     trained fact → 1 if answered correctly when asked exactly as trained (zero-shot, greedy)
+``known_after``     trained fact → 1 if not Unknown after (correct under at least one of the k prompts)
+``before_correct``  pool fact → number of the k prompts answered correctly by the base model
+``train_loss``      loss per optimizer step of each condition and seed
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pandas as pd
+
+from bench.core.errors import SpecError
+from bench.core.registry import probe_def
+from bench.families.knowledge import study
+from bench.families.knowledge.schemas import CONDITIONS, KnowledgeFrame
+from bench.models.train import Recipe, Targets
+
+METRICS = ("negative_shift", "positive_shift", "reliability", "known_after", "before_correct", "train_loss")
+
+
+@probe_def("knowledge_shift", version=1, schema=KnowledgeFrame, metrics=METRICS)
+def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int = 16, n_pool: int = 200,
+                    k: int = 10, shots: int = 4, max_new: int = 32, eval_batch: int = 32,
+                    unknown: Literal["pool", "fictional"] = "pool", n_train: int = 10, n_mix: int = 10,
+                    conditions: list[str] = ["uk_only"],  # noqa: B006 - never mutated
+                    seeds: list[int] = [],  # noqa: B006 - empty: the run's seed
+                    r: int = 1, alpha: float = 2.0, rslora: bool = True, dropout: float = 0.1,
+                    targets: Targets = "ffn", lr: float = 1e-3, batch: int = 8, epochs: int = 10,
+                    schedule: Literal["constant", "linear"] = "linear", full_lr: float = 1e-5) -> pd.DataFrame:
+    """Per-fact knowledge shifts and reliability after LoRA / full fine-tuning on Unknown facts."""
+    if not corpus.startswith("facts:"):
+        raise SpecError(f"the knowledge probe reads a fact set ('facts:…'), not '{corpus}'", key="data.corpus")
+    bad = [c for c in conditions if c not in CONDITIONS]
+    if bad or not conditions:
+        raise SpecError(f"unknown conditions {bad} (known: {', '.join(CONDITIONS)})", key="measure.conditions")
+    if min(k, shots, n_pool, n_train, epochs, batch) < 1:
+        raise SpecError("k, shots, n_pool, n_train, epochs and batch must be ≥ 1", key="measure")
+    design = study.Design(corpus, n_demos, n_pool, k, shots, max_new, eval_batch, unknown, n_train, n_mix)
+    lora = Recipe(method="lora", epochs=epochs, batch=batch, lr=lr, schedule=schedule, r=r, alpha=alpha,
+                  rslora=rslora, dropout=dropout, targets=targets)
+    seeds = list(seeds) or [ctx.seed]
+    jobs = [(c, s) for s in seeds for c in conditions]
+    n_jobs = len(jobs) + 1
+
+    def stage(i):
+        return lambda f, m="": ctx.progress((i + f) / n_jobs, m)
+
+    counts, prompts, pool = study.before(ctx, design, stage(0))
+    sp = study.choose(ctx, design, counts, pool)
+    notes = [sp.note]
+    if not sp.train:
+        notes.append("no Unknown fact to train on")
+        return _frame([_base_rows(counts)], notes)
+    rows = [_base_rows(counts)]
+    for j, (cond, seed) in enumerate(jobs):
+        rec = study.recipe_for(cond, lora, full_lr, len(sp.train), seed)
+        got = study.after(ctx, design, cond, rec, sp, prompts, pool, stage(j + 1))
+        rows.append(_condition_rows(got, counts, sp, k, cond, seed))
+    notes.append(f"matched optimizer steps: {study.recipe_for('uk_only', lora, full_lr, len(sp.train), 0).steps}"
+                 f" per condition; seeds {seeds}")
+    return _frame(rows, notes)
+
+
+def _base_rows(counts) -> pd.DataFrame:
+    return pd.DataFrame({"metric": "before_correct", "sample": range(len(counts)), "value": counts.astype(float)})
+
+
+def _condition_rows(got: pd.DataFrame, counts, sp: study.Split, k: int, cond: str, seed: int) -> pd.DataFrame:
+    ac = got[got["metric"] == "after_correct"]
+    after = pd.Series(ac["value"].to_numpy(float), index=ac["sample"].astype(int).to_numpy())
+    held = [i for i in sp.held if i in after.index]
+    hk = [i for i in held if counts[i] == k]
+    rest = [i for i in held if counts[i] < k]
+    trained = [i for i, _ in sp.train]
+    rel = got[got["metric"] == "reliability"]
+    loss = got[got["metric"] == "train_loss"]
+    parts = [
+        pd.DataFrame({"metric": "negative_shift", "sample": hk, "value": [float(after[i] < k) for i in hk]}),
+        pd.DataFrame({"metric": "positive_shift", "sample": rest, "value": [float(after[i] == k) for i in rest]}),
+        pd.DataFrame({"metric": "known_after", "sample": trained, "value": [float(after[i] > 0) for i in trained]}),
+        pd.DataFrame({"metric": "reliability", "sample": rel["sample"].astype(int).to_list(),
+                      "value": rel["value"].to_list()}),
+        pd.DataFrame({"metric": "train_loss", "step": loss["step"].astype(int).to_list(),
+                      "value": loss["value"].to_list()}),
+    ]
+    out = pd.concat([p for p in parts if not p.empty], ignore_index=True)
+    out["condition"] = cond
+    out["seed"] = seed
+    out["n_train"] = len(trained)
+    return out
+
+
+def _frame(rows: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame:
+    out = pd.concat(rows, ignore_index=True)
+    for col in ("sample", "condition", "seed", "n_train", "step"):
+        if col not in out.columns:
+            out[col] = None
+    out = out[["metric", "value", "sample", "condition", "seed", "n_train", "step"]]
+    for col in ("sample", "seed", "n_train", "step"):
+        out[col] = out[col].astype("Int64")
+    out["condition"] = out["condition"].astype(object).where(out["condition"].notna(), None)
+    out.attrs["notes"] = notes
+    return out

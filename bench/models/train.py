@@ -1,0 +1,381 @@
+"""The fine-tuning engine: (prompt, answer) examples and a :class:`Recipe` in, a trained model out.
+
+Two methods share one loop: ``lora`` (peft adapters, rsLoRA optional, on modules found from the module tree by
+:mod:`bench.models.arch`) and ``full`` (every parameter, plain torch AdamW).  The loss is the mean next-token
+cross-entropy over answer tokens only; the body runs on the whole sequence, the LM head only on the positions
+that predict an answer token (a 262k-word head costs more than the blocks otherwise).
+
+Training is seeded: the same model, examples, recipe and seed give identical weights on CPU (LoRA
+initialisation, dropout and batch order draw from one generator seeded by the recipe).
+
+:func:`derived` is what probes call: "this base model + this recipe + these examples" → the trained model,
+cached by content hash under ``$BENCH_CACHE/trained/<k[:2]>/<k>/`` (model fingerprint, examples, recipe).  An
+entry is written to a temp folder and renamed into place, so a killed run leaves no half-written entry, only a
+temp folder that the next run removes.  With ``checkpoint_every`` the loop also saves its state every N steps in
+``<k>.partial/`` and a re-run resumes from there (bit-identically: the batch order and the RNG state are
+restored).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Literal, Sequence
+
+import torch
+from torch import nn
+
+from bench.core.errors import BenchError
+from bench.core.store import cache_root, key_of, sha256_bytes
+
+ENGINE_VERSION = 1
+Targets = Literal["ffn", "attention", "all"]
+
+
+class TrainError(BenchError):
+    """Training cannot run as asked (no examples, no target modules, an answer that tokenizes to nothing)."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training example: the loss is taken on `answer`'s tokens, conditioned on `prompt`."""
+
+    prompt: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that determines a training run besides the model and the examples."""
+
+    method: Literal["lora", "full"] = "lora"
+    steps: int | None = None        # optimizer steps; None: epochs × ceil(n / batch)
+    epochs: int = 10
+    batch: int = 8
+    lr: float = 1e-3
+    schedule: Literal["constant", "linear"] = "linear"
+    weight_decay: float = 0.0
+    seed: int = 0
+    r: int = 1                      # LoRA rank
+    alpha: float = 2.0
+    rslora: bool = True             # scale alpha / sqrt(r) instead of alpha / r
+    dropout: float = 0.1
+    targets: Targets = "ffn"        # which linears get adapters: FFN in/out, attention q/k/v/o, or both
+    checkpoint_every: int = 0       # save resumable state every N steps (0: never)
+
+    def params(self) -> dict[str, Any]:
+        """The hyper-parameters, for cache keys and frames (the checkpoint interval changes no weight)."""
+        d = asdict(self)
+        d.pop("checkpoint_every")
+        return d
+
+    def n_steps(self, n_examples: int) -> int:
+        return self.steps if self.steps is not None else self.epochs * math.ceil(n_examples / self.batch)
+
+
+@dataclass
+class Trained:
+    model: nn.Module               # the trained causal LM (LoRA layers injected, or a full copy)
+    losses: list[float]            # training loss per optimizer step
+    key: str                       # content hash of (model, examples, recipe)
+    cached: bool = False           # loaded from the cache rather than trained
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+# ── where the adapters go ───────────────────────────────────────────────────────────────────────────────────
+
+def target_modules(model: nn.Module, targets: Targets = "ffn") -> list[str]:
+    """Full module paths of the linears to adapt, read from the module tree (never from names or sizes)."""
+    from bench.models import arch
+
+    a = arch.inspect(model)
+    out: list[str] = []
+    for b in a.blocks:
+        if targets in ("ffn", "all"):
+            out += [*b.ffn_in, b.ffn_out]
+        if targets in ("attention", "all"):
+            out += [p for p in (b.q, b.k, b.v, b.qkv, b.o) if p]
+    if not out:
+        raise TrainError(f"no '{targets}' linears found in {type(model).__name__}")
+    return out
+
+
+def data_hash(examples: Sequence[Example]) -> str:
+    return sha256_bytes(json.dumps([[e.prompt, e.answer] for e in examples], ensure_ascii=False).encode())
+
+
+def train_key(fingerprint: str, examples: Sequence[Example], recipe: Recipe) -> str:
+    return key_of({"engine": ENGINE_VERSION, "model": fingerprint, "data": data_hash(examples),
+                   "recipe": recipe.params(), "torch": ".".join(torch.__version__.split(".")[:2])})
+
+
+# ── batches and the loss ────────────────────────────────────────────────────────────────────────────────────
+
+def encode(tokenizer, examples: Sequence[Example]) -> list[tuple[list[int], int]]:
+    """(token ids of prompt + answer, number of prompt tokens) per example; a BOS is kept where the
+    tokenizer adds one.  The prompt is tokenized alone, so the answer's first token is what follows it."""
+    out = []
+    for e in examples:
+        p = tokenizer(e.prompt, add_special_tokens=True)["input_ids"]
+        full = tokenizer(e.prompt + e.answer, add_special_tokens=True)["input_ids"]
+        if full[: len(p)] != p:  # the answer merged into the prompt's last token: split by tokenizing apart
+            full = p + tokenizer(e.answer, add_special_tokens=False)["input_ids"]
+        if len(full) <= len(p):
+            raise TrainError(f"answer {e.answer!r} adds no tokens to prompt {e.prompt[-40:]!r}")
+        out.append((full, len(p)))
+    return out
+
+
+def collate(rows: list[tuple[list[int], int]], pad_id: int, device) -> tuple[torch.Tensor, ...]:
+    """Right-padded ids (B, T), attention mask (B, T) and the answer-target mask (B, T-1)."""
+    T = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(rows), T), dtype=torch.long)
+    tgt = torch.zeros((len(rows), T - 1), dtype=torch.bool)
+    for i, (seq, n_prompt) in enumerate(rows):
+        ids[i, : len(seq)] = torch.tensor(seq)
+        att[i, : len(seq)] = 1
+        tgt[i, n_prompt - 1: len(seq) - 1] = True  # position t predicts token t + 1
+    return ids.to(device), att.to(device), tgt.to(device)
+
+
+def head_of(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The LM head as a function of final hidden states, with the config's logit soft-capping if any."""
+    head = model.get_output_embeddings()
+    cap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    if cap:
+        return lambda h: torch.tanh(head(h) / cap) * cap
+    return head
+
+
+def body_of(model: nn.Module) -> nn.Module:
+    """The decoder without its LM head (``base_model`` of a transformers causal LM)."""
+    body = getattr(model, "base_model", None)
+    if body is None or body is model:
+        raise TrainError(f"{type(model).__name__} has no separate body to run without its head")
+    return body
+
+
+def answer_loss(model: nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: torch.Tensor,
+                head_positions_only: bool = True) -> torch.Tensor:
+    """Mean cross-entropy over answer tokens.  With `head_positions_only`, the head sees only the (N, d)
+    hidden states that predict answer tokens; otherwise it runs on every position (for comparison)."""
+    hidden = body_of(model)(input_ids=ids, attention_mask=att).last_hidden_state  # (B, T, d)
+    labels = ids[:, 1:][tgt]                                                       # (N,)
+    head = head_of(model)
+    if head_positions_only:
+        logits = head(hidden[:, :-1][tgt])                                         # (N, V)
+    else:
+        logits = head(hidden)[:, :-1][tgt]                                         # (B, T, V) → (N, V)
+    return nn.functional.cross_entropy(logits.float(), labels)
+
+
+# ── the loop ────────────────────────────────────────────────────────────────────────────────────────────────
+
+def _order(n: int, batch: int, steps: int, gen: torch.Generator) -> list[list[int]]:
+    """Batches of example indices for `steps` steps: a fresh permutation per epoch, epochs run back to back."""
+    out: list[list[int]] = []
+    while len(out) < steps:
+        perm = torch.randperm(n, generator=gen).tolist()
+        out += [perm[i: i + batch] for i in range(0, n, batch)]
+    return out[:steps]
+
+
+def _lora(model: nn.Module, recipe: Recipe) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=recipe.r, lora_alpha=recipe.alpha, lora_dropout=recipe.dropout, use_rslora=recipe.rslora,
+                     target_modules=target_modules(model, recipe.targets), bias="none")
+    return get_peft_model(model, cfg)
+
+
+def _trainable(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe, *,
+        progress: Callable[[float, str], None] = lambda f, m="": None,
+        state_dir: Path | None = None, head_positions_only: bool = True) -> list[float]:
+    """Train `model` in place (its trainable parameters are whatever requires grad) and return the losses.
+
+    With `state_dir` and ``recipe.checkpoint_every``, resumable state is saved there and picked up again."""
+    if not examples:
+        raise TrainError("no training examples")
+    device = next(model.parameters()).device
+    rows = encode(tokenizer, examples)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
+    steps = recipe.n_steps(len(rows))
+    gen = torch.Generator().manual_seed(recipe.seed)
+    order = _order(len(rows), recipe.batch, steps, gen)
+    params = [p for _, p in _trainable(model)]
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    decay = (lambda s: 1.0 - s / steps) if recipe.schedule == "linear" else (lambda s: 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, decay)
+    losses: list[float] = []
+    start = 0
+    resume = state_dir / "state.pt" if state_dir is not None else None
+    if resume is not None and resume.is_file():
+        st = torch.load(resume, weights_only=False)
+        named = dict(_trainable(model))
+        with torch.no_grad():
+            for n, t in st["params"].items():
+                named[n].copy_(t)
+        opt.load_state_dict(st["opt"])
+        sched.load_state_dict(st["sched"])
+        torch.set_rng_state(st["rng"])
+        start, losses = st["step"], list(st["losses"])
+    else:
+        torch.manual_seed(recipe.seed + 1)  # dropout masks
+    model.train()
+    try:
+        for step in range(start, steps):
+            ids, att, tgt = collate([rows[i] for i in order[step]], pad, device)
+            loss = answer_loss(model, ids, att, tgt, head_positions_only)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            losses.append(float(loss.detach()))
+            progress((step + 1) / steps, f"training {recipe.method} step {step + 1}/{steps} loss {losses[-1]:.3f}")
+            if resume is not None and recipe.checkpoint_every and (step + 1) % recipe.checkpoint_every == 0 \
+                    and step + 1 < steps:
+                _save_state(resume, model, opt, sched, step + 1, losses)
+    finally:
+        model.eval()
+    return losses
+
+
+def _save_state(path: Path, model, opt, sched, step: int, losses: list[float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save({"params": {n: p.detach().clone() for n, p in _trainable(model)}, "opt": opt.state_dict(),
+                "sched": sched.state_dict(), "rng": torch.get_rng_state(), "step": step, "losses": losses}, tmp)
+    os.replace(tmp, path)
+
+
+# ── cached derived models ───────────────────────────────────────────────────────────────────────────────────
+
+def entry_dir(key: str, root: Path | None = None) -> Path:
+    return Path(root or cache_root()) / "trained" / key[:2] / key
+
+
+@contextlib.contextmanager
+def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Example], recipe: Recipe, *,
+            progress: Callable[[float, str], None] = lambda f, m="": None, root: Path | None = None,
+            train_hook: Callable[[int], None] | None = None) -> Iterator[Trained]:
+    """The base model trained on `examples` by `recipe`, from the cache when it holds it.
+
+    LoRA adapters are injected into `base` for the duration of the ``with`` block and removed afterwards (the
+    base weights are never changed); full fine-tuning works on a copy.  `train_hook` is for tests (called with
+    the step count before training starts)."""
+    key = train_key(fingerprint, examples, recipe)
+    final = entry_dir(key, root)
+    grads = {n: p.requires_grad for n, p in base.named_parameters()}
+    wrapper, trained = _prepare(base, recipe)
+    model = wrapper.get_base_model() if recipe.method == "lora" else wrapper  # the causal LM itself
+    try:
+        if (final / "meta.json").is_file():
+            try:
+                losses = _load(model, final, recipe)
+                yield Trained(model, losses, key, cached=True, info={"steps": len(losses)})
+                return
+            except Exception:  # noqa: BLE001 - a damaged entry is retrained, never trusted
+                shutil.rmtree(final, ignore_errors=True)
+                _reset(model, base, recipe)
+        if train_hook:
+            train_hook(recipe.n_steps(len(examples)))
+        partial = final.with_name(final.name + ".partial")
+        losses = fit(model, tokenizer, examples, recipe, progress=progress,
+                     state_dir=partial if recipe.checkpoint_every else None)
+        _store(model, final, recipe, losses, trained)
+        shutil.rmtree(partial, ignore_errors=True)
+        yield Trained(model, losses, key, cached=False, info={"steps": len(losses)})
+    finally:
+        _release(wrapper, base, recipe, grads)
+
+
+def _prepare(base: nn.Module, recipe: Recipe) -> tuple[nn.Module, list[str]]:
+    if recipe.method == "lora":
+        for p in base.parameters():
+            p.requires_grad_(False)
+        torch.manual_seed(recipe.seed)  # LoRA A matrices are drawn from the global generator
+        model = _lora(base, recipe)
+        return model, [n for n, _ in _trainable(model.get_base_model())]
+    model = copy.deepcopy(base)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return model, [n for n, _ in _trainable(model)]
+
+
+def _reset(model: nn.Module, base: nn.Module, recipe: Recipe) -> None:
+    """Undo a failed partial load: LoRA weights back to their seeded start, a full copy back to the base."""
+    if recipe.method == "lora":
+        torch.manual_seed(recipe.seed)
+        for module in model.modules():
+            if hasattr(module, "reset_lora_parameters"):
+                module.reset_lora_parameters("default", True)
+    else:
+        model.load_state_dict(base.state_dict())
+
+
+def _trained_tensors(model: nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
+    named = dict(model.named_parameters())
+    return {n: named[n].detach().cpu().contiguous() for n in names}
+
+
+def _store(model: nn.Module, final: Path, recipe: Recipe, losses: list[float], names: list[str]) -> None:
+    from safetensors.torch import save_file
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".{final.name}.*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        tensors = _trained_tensors(model, names)
+        if recipe.method == "full":  # tied weights are one tensor under two names: store it once
+            seen: dict[int, str] = {}
+            for n in list(tensors):
+                ptr = dict(model.named_parameters())[n].data_ptr()
+                if ptr in seen:
+                    tensors.pop(n)
+                seen.setdefault(ptr, n)
+        save_file(tensors, str(tmp / "weights.safetensors"))
+        (tmp / "meta.json").write_text(json.dumps({"recipe": recipe.params(), "losses": losses,
+                                                   "engine": ENGINE_VERSION}))
+        os.chmod(tmp, 0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _load(model: nn.Module, final: Path, recipe: Recipe) -> list[float]:
+    from safetensors.torch import load_file
+
+    meta = json.loads((final / "meta.json").read_text())
+    tensors = load_file(str(final / "weights.safetensors"))
+    named = dict(model.named_parameters())
+    missing = [n for n in named if named[n].requires_grad and n not in tensors and recipe.method == "lora"]
+    if missing or any(n not in named for n in tensors):
+        raise ValueError("stored weights do not fit the model")
+    with torch.no_grad():
+        for n, t in tensors.items():
+            named[n].copy_(t)
+    model.eval()
+    return [float(x) for x in meta["losses"]]
+
+
+def _release(wrapper: nn.Module, base: nn.Module, recipe: Recipe, grads: dict[str, bool]) -> None:
+    if recipe.method == "lora":
+        wrapper.unload()  # removes the injected layers; the base weights were never trained
+        for n, p in base.named_parameters():
+            p.requires_grad_(grads.get(n, p.requires_grad))

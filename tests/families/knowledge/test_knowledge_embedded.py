@@ -1,0 +1,41 @@
+"""Each knowledge claim end to end on an embedded model with a tiny budget: the spec's probe and rule run and
+reach an outcome with its evidence (any outcome: the tiny budget decides nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import models, stats
+from bench.core import schemas
+from bench.core.context import ProbeContext
+from bench.core.registry import probe
+from bench.core.spec import load_spec
+from bench.core.store import Cache
+from bench.stats import Outcome
+
+SPECS = Path(__file__).resolve().parents[3] / "specs"
+TINY = dict(n_pool=8, k=2, max_new=4, n_train=2, n_mix=2, seeds=[42], epochs=1, batch=2)
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    try:
+        return models.load(models.resolve("smollm2-135m"))
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"embedded model unavailable: {exc}")
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("path", ["knowledge/lora-learns-unknown-facts.toml", "knowledge/new-facts-erode-known.toml",
+                                  "knowledge/mixing-known-reduces-damage.toml", "notes/lora-worse-than-full-ft.toml"])
+def test_claim_end_to_end(one_thread, smollm, tmp_path, path):
+    spec = load_spec(SPECS / path).with_profile("smoke")
+    info = probe(spec.probe)
+    params = {**spec.probe_params(), **TINY, "corpus": "facts:country-capital"}
+    ctx = ProbeContext(model=smollm, seed=0, cache=Cache(tmp_path))
+    frame = schemas.validate(info.fn(ctx, **params), info.schema, info.metrics)
+    verdict = stats.evaluate(frame, spec.rule, spec.rule_params())
+    assert verdict.outcome is not Outcome.ERROR and verdict.reason
+    assert (frame["metric"] == "train_loss").any()

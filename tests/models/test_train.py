@@ -1,0 +1,155 @@
+"""The fine-tuning engine on a tiny hand-built model: facts become correct, same seed → same weights, cached,
+a killed training leaves nothing half-written, and the answer-positions-only head gives the full-head loss."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench.models import train
+from bench.models.train import Example, Recipe
+from tests.conftest import build_tiny
+
+# The subject is the last prompt token and each answer is one word token plus a newline, so that a 2-layer
+# model with random attention can learn the map through its FFNs (what the engine is tested on here).
+FACTS = [Example("Q: river", " paper\n"), Example("Q: lake", " train\n"), Example("Q: tree", " morning\n"),
+         Example("Q: wood", " station\n")]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from tests.conftest import _tokenizer
+
+    return _tokenizer(700)  # enough merges for whole-word tokens
+
+
+def tiny(tok, family="llama"):
+    """A tiny model whose embeddings (tied to the head) are large enough for confident predictions."""
+    model = build_tiny(family, vocab=len(tok))
+    with torch.no_grad():
+        model.get_input_embeddings().weight.mul_(25)
+    return model
+
+
+def greedy(model, tok, prompt: str, n: int = 2) -> str:
+    ids = torch.tensor([tok(prompt)["input_ids"]])
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(input_ids=ids).logits[0, -1].argmax()
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+    return tok.decode(ids[0, -n:])
+
+
+def correct(model, tok) -> int:
+    return sum(greedy(model, tok, e.prompt) == e.answer for e in FACTS)
+
+
+def lora_recipe(**over) -> Recipe:
+    base = dict(method="lora", r=4, alpha=8.0, rslora=True, dropout=0.0, lr=3e-2, batch=4, steps=40,
+                targets="ffn", schedule="constant", seed=3)
+    return Recipe(**{**base, **over})
+
+
+def test_target_modules_come_from_the_tree(one_thread):
+    model = build_tiny("llama")
+    ffn = train.target_modules(model, "ffn")
+    assert ffn == [f"model.layers.{i}.mlp.{n}" for i in range(2) for n in ("gate_proj", "up_proj", "down_proj")]
+    g = build_tiny("gpt2")
+    assert train.target_modules(g, "ffn") == [f"transformer.h.{i}.mlp.{n}" for i in range(2) for n in ("c_fc", "c_proj")]
+
+
+def test_head_on_answer_positions_equals_full_head_loss(one_thread, tok):
+    model = tiny(tok, "gemma3")
+    rows = train.encode(tok, FACTS)
+    ids, att, tgt = train.collate(rows, 0, "cpu")
+    with torch.no_grad():
+        a = train.answer_loss(model, ids, att, tgt, True)
+        b = train.answer_loss(model, ids, att, tgt, False)
+        logits = model(input_ids=ids, attention_mask=att).logits  # plain transformers, soft-capping included
+        ref = torch.nn.functional.cross_entropy(logits[:, :-1][tgt], ids[:, 1:][tgt])
+    assert torch.allclose(a, b, atol=1e-5) and torch.allclose(a, ref, atol=1e-5)
+
+
+def test_lora_learns_facts_deterministically_and_leaves_base_intact(one_thread, tok, tmp_path):
+    base = tiny(tok)
+    before = {n: p.clone() for n, p in base.state_dict().items()}
+    assert correct(base, tok) == 0
+    weights = []
+    for attempt in range(2):
+        root = tmp_path / f"c{attempt}"
+        with train.derived(base, tok, "fp", FACTS, lora_recipe(), root=root) as t:
+            assert not t.cached and len(t.losses) == 40 and t.losses[-1] < 0.05 * t.losses[0]
+            assert correct(t.model, tok) == len(FACTS)
+            weights.append({n: p.detach().clone() for n, p in t.model.named_parameters() if "lora_" in n})
+    assert weights[0].keys() and all(torch.equal(weights[0][n], weights[1][n]) for n in weights[0])
+    assert not any("lora" in n for n in base.state_dict())  # adapters removed after the block
+    assert all(torch.equal(before[n], p) for n, p in base.state_dict().items())
+    with train.derived(base, tok, "fp", FACTS, lora_recipe(seed=4), root=tmp_path / "c0") as t:
+        other = {n: p.detach() for n, p in t.model.named_parameters() if "lora_" in n}
+    assert not all(torch.equal(other[n], weights[0][n]) for n in other)
+
+
+def test_full_fine_tuning_learns_facts(one_thread, tok, tmp_path):
+    base = tiny(tok)
+    rec = Recipe(method="full", lr=1e-2, batch=4, steps=30, schedule="constant", seed=1)
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path) as t:
+        assert correct(t.model, tok) == len(FACTS)
+        trained = {n: p.detach().clone() for n, p in t.model.state_dict().items()}
+    assert correct(base, tok) == 0  # full FT trained a copy
+    calls = []
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path, train_hook=calls.append) as t:
+        assert t.cached and not calls
+        assert all(torch.equal(trained[n], p) for n, p in t.model.state_dict().items())
+
+
+def test_warm_rerun_trains_nothing(one_thread, tok, tmp_path):
+    base = tiny(tok)
+    rec = lora_recipe(steps=5)
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path) as t:
+        first = ({n: p.detach().clone() for n, p in t.model.named_parameters() if "lora_" in n}, t.losses)
+    calls = []
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path, train_hook=calls.append) as t:
+        assert t.cached and not calls and t.losses == first[1]
+        assert all(torch.equal(p, first[0][n]) for n, p in t.model.named_parameters() if "lora_" in n)
+    with train.derived(base, tok, "other-model", FACTS, rec, root=tmp_path, train_hook=calls.append) as t:
+        assert not t.cached and calls == [5]
+
+
+class Killed(Exception):
+    pass
+
+
+def test_killed_training_leaves_no_entry_and_resumes_identically(one_thread, tok, tmp_path):
+    base = tiny(tok)
+    rec = lora_recipe(steps=12, checkpoint_every=4, dropout=0.1)
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "clean") as t:
+        clean = ({n: p.detach().clone() for n, p in t.model.named_parameters() if "lora_" in n}, t.losses)
+
+    def die(fraction, message=""):
+        if fraction >= 10 / 12:
+            raise Killed()
+
+    with pytest.raises(Killed):
+        with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "k", progress=die):
+            pass
+    key = train.train_key("fp", FACTS, rec)
+    entry = train.entry_dir(key, tmp_path / "k")
+    assert not entry.exists() and not list(entry.parent.glob(f".{key}*"))
+    assert (entry.parent / f"{key}.partial" / "state.pt").is_file()  # the step-8 checkpoint
+    assert not any("lora" in n for n in base.state_dict())
+    steps = []
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "k",
+                       progress=lambda f, m="": steps.append(f)) as t:
+        assert not t.cached and len(steps) == 4  # resumed at step 8 of 12
+        assert t.losses == pytest.approx(clean[1], abs=0) or t.losses == clean[1]
+        got = {n: p.detach() for n, p in t.model.named_parameters() if "lora_" in n}
+    assert all(torch.equal(got[n], clean[0][n]) for n in got)
+    assert not (entry.parent / f"{key}.partial").exists()
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "k") as t:
+        assert t.cached
+
+
+def test_no_examples_is_a_clear_error(tok, tmp_path):
+    with pytest.raises(train.TrainError):
+        with train.derived(build_tiny("llama"), tok, "fp", [], lora_recipe(), root=tmp_path):
+            pass
