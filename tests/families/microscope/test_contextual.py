@@ -184,9 +184,9 @@ def test_decoder_copy_truncates_and_leaves_the_model_alone(loaded_tiny):
     dec = decoder_copy(loaded_tiny, 1)
     assert len(dec.model.layers) == 1 and len(loaded_tiny.hf.model.layers) == 2
     assert dec.model.layers[0].self_attn.q_proj.weight.data_ptr() != \
-        decoder_lm.hf.model.layers[0].self_attn.q_proj.weight.data_ptr()
-    assert dec.get_input_embeddings() is decoder_lm.hf.get_input_embeddings()  # shared, frozen, not copied
-    assert dec(input_ids=torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, decoder_lm.hf.config.vocab_size)
+        loaded_tiny.hf.model.layers[0].self_attn.q_proj.weight.data_ptr()
+    assert dec.get_input_embeddings() is loaded_tiny.hf.get_input_embeddings()  # shared, frozen, not copied
+    assert dec(input_ids=torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, loaded_tiny.hf.config.vocab_size)
 
 
 def test_only_full_prefixes_are_examples():
@@ -214,3 +214,17 @@ def test_schedule_warms_up_then_decays():
     f = [schedule(s, 100, 0.1) for s in range(100)]
     assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0) and f[10] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(f[10:], f[11:])) and f[-1] < 0.01
+
+
+def test_chart_shows_the_training_curves_beside_the_classes():
+    import vl_convert
+
+    from bench.report.charts import chart_for
+
+    rows = [(s, p, cls, m, 1.0 + 0.1 * p) for s in range(3) for p, cls in enumerate(["noun", "determiner"] * 3)
+            for m in ("context_loss", "context_loss_blind", "context_loss_shuffled")]
+    frame = pd.DataFrame(rows, columns=["sample", "position", "cls", "metric", "value"])
+    curves = pd.DataFrame([(k, None, None, "train_loss", 3.0 - 0.01 * k, c) for c in ("states", "blind")
+                           for k in range(50)], columns=["sample", "position", "cls", "metric", "value", "condition"])
+    svg = vl_convert.vegalite_to_svg(chart_for("contextualization")(pd.concat([frame, curves])).to_json())
+    assert "state-blind" in svg and "optimiser step" in svg and "determiner" in svg
