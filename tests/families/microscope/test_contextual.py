@@ -228,3 +228,25 @@ def test_chart_shows_the_training_curves_beside_the_classes():
                            for k in range(50)], columns=["sample", "position", "cls", "metric", "value", "condition"])
     svg = vl_convert.vegalite_to_svg(chart_for("contextualization")(pd.concat([frame, curves])).to_json())
     assert "state-blind" in svg and "optimiser step" in svg and "determiner" in svg
+
+
+def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):
+    """The whole probe on tagged text: every metric present, the schema holds, the spec's gated rule runs."""
+    from bench.core import registry, schemas
+    from bench.core.context import ProbeContext
+    from bench.core.store import Cache
+
+    info = registry.probe("contextualization")
+    ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "frames"))
+    frame = schemas.validate(info.fn(ctx, corpus="brown:all", n_texts=6, max_tokens=16, n_eval=3, n_train=3,
+                                     prefix=3, decoder_layers=1, lora_rank=2, steps=3, batch=8),
+                             info.schema, info.metrics)
+    assert set(info.metrics) <= set(frame["metric"])
+    scored = frame[frame["metric"] == "context_loss"]
+    assert len(scored) == (frame["metric"] == "context_loss_blind").sum() and (scored["position"] >= 3).all()
+    assert "state-blind" in frame.attrs["notes"][1]
+    gates = [{"rule": "threshold", "metric": m, "min": 0.0} for m in ("decoder_gain_vs_blind",
+                                                                     "decoder_gain_vs_shuffled")]
+    claim = {"rule": "correlation", "x": {"metric": "context_loss"}, "y": {"metric": "token_error_mean"}}
+    v = stats.evaluate(frame, "gated", {"of": [*gates, claim]})
+    assert v.outcome is stats.Outcome.INCONCLUSIVE  # 3 steps teach nothing: the gate or the sample size says so
