@@ -86,6 +86,11 @@ def centrality_chart(frame: pd.DataFrame):
 
 
 def _class_bars(frame: pd.DataFrame, metric: str, title: str, y_title: str):
+    layers = _class_layers(frame, metric, y_title)
+    return None if layers is None else _style(layers, title)
+
+
+def _class_layers(frame: pd.DataFrame, metric: str, y_title: str):
     rows = _rows(frame, (metric,)).dropna(subset=["cls"])
     rows = rows[rows["cls"] != "special"]
     if rows.empty:
@@ -100,13 +105,43 @@ def _class_bars(frame: pd.DataFrame, metric: str, title: str, y_title: str):
     bars = alt.Chart(data).mark_bar().encode(x=x, y=alt.Y("mean:Q", title=y_title, scale=alt.Scale(zero=False)),
                                              color=alt.Color("group:N", title=None))
     err = alt.Chart(data).mark_rule(color="#333").encode(x=x, y="lo:Q", y2="hi:Q")
-    return _style(bars + err, title)
+    return bars + err
+
+
+DECODERS = {"states": "reads the states", "blind": "state-blind", "shuffled": "another token's states"}
+
+
+def _training_curves(frame: pd.DataFrame):
+    """Training loss per step of each decoder, with its held-out loss as a dashed line of the same colour."""
+    rows = _rows(frame, ("train_loss",)).dropna(subset=["sample", "condition"])
+    if rows.empty:
+        return None
+    data = pd.DataFrame({"step": rows["sample"].astype(int).to_numpy(), "value": rows["value"].to_numpy(),
+                         "series": rows["condition"].map(DECODERS).fillna(rows["condition"]).to_numpy()})
+    held = {DECODERS["states"]: "context_loss", DECODERS["blind"]: "context_loss_blind",
+            DECODERS["shuffled"]: "context_loss_shuffled"}
+    means = pd.DataFrame([{"series": k, "value": float(_rows(frame, (m,))["value"].mean())} for k, m in held.items()])
+    means = means[np.isfinite(means["value"])]
+    color = alt.Color("series:N", title=None, sort=list(held))
+    lines = alt.Chart(data).mark_line(opacity=0.8).encode(
+        x=alt.X("step:Q", title="optimiser step (dashed: held-out loss)"),
+        y=alt.Y("value:Q", title="loss (nats per prefix token)", scale=alt.Scale(zero=False)), color=color)
+    return lines + alt.Chart(means).mark_rule(strokeDash=[4, 3]).encode(y="value:Q", color=color)
 
 
 @chart_def("contextualization")
 def contextualization_chart(frame: pd.DataFrame):
-    return _class_bars(frame, "context_loss", "Prefix-reconstruction loss C per word class (mean ± 95%)",
-                       "C (nats per prefix token)")
+    bars = _class_layers(frame, "context_loss", "C (nats per prefix token)")
+    curves = _training_curves(frame)
+    if bars is None or curves is None:
+        return None if bars is None and curves is None else _style(bars if curves is None else curves,
+                                                                    "Prefix reconstruction")
+    half = WIDTH // 2 + 40
+    both = alt.hconcat(bars.properties(width=half, height=HEIGHT, title="C per word class (mean ± 95%)"),
+                       curves.properties(width=half, height=HEIGHT, title="Decoder training and the controls"))
+    return (both.resolve_scale(color="independent")
+            .configure(font=FONT).configure_title(font=FONT, fontSize=13, anchor="start")
+            .configure_axis(labelFont=FONT, titleFont=FONT).configure_legend(labelFont=FONT, titleFont=FONT))
 
 
 @chart_def("context_pair")

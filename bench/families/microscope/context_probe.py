@@ -3,7 +3,14 @@ beside the token's non-linearity E_i from the shared layer pass, for the class a
 same pair of numbers for a base and an instruction-tuned variant of one model.
 
 Texts: the first `n_eval` texts of the shared pass are scored; texts `n_texts` … `n_texts + n_train − 1` of the
-same corpus train the decoder, so no scored text is seen in training.
+same corpus train the decoders, so no scored text is seen in training.  Only tokens with `prefix` non-special
+tokens before them are examples (see :mod:`bench.families.microscope.contextual`).
+
+Frame: per scored token ``context_loss`` (trained decoder), ``context_loss_blind`` (state-blind decoder) and
+``context_loss_shuffled`` (trained decoder, another token's states); per scored text ``decoder_gain_vs_blind``
+and ``decoder_gain_vs_shuffled`` (control loss − trained loss, means over the text's tokens); ``train_loss``
+per optimiser step (the step in `sample`, the decoder in `condition`: ``states`` or ``blind``); and
+``token_error_mean`` (E_i) of the scored texts.
 """
 
 from __future__ import annotations
@@ -17,17 +24,72 @@ import torch
 from bench import models as models_mod
 from bench.core.errors import BenchError, ModelError
 from bench.core.registry import probe_def
-from bench.families.microscope.contextual import DecoderConfig, run
-from bench.families.microscope.layerpass import finish, layer_pass_memo, prepare_items
+from bench.corpora.tagged import SPECIAL
+from bench.families.microscope.contextual import DecoderConfig, Pool, fit, other_text
+from bench.families.microscope.layerpass import Item, batches, block_states, finish, layer_pass_memo, pad_id, \
+    prepare_items
 from bench.families.microscope.schemas import TokenLayerMetrics
 
-METRICS = ("context_loss", "context_loss_untrained", "context_loss_shuffled", "token_error_mean",
-           "decoder_loss_ratio", "decoder_gain_vs_shuffled", "train_loss")
+METRICS = ("context_loss", "context_loss_blind", "context_loss_shuffled", "token_error_mean",
+           "decoder_gain_vs_blind", "decoder_gain_vs_shuffled", "train_loss")
+
+
+def full_prefix_examples(item: Item, k: int) -> list[tuple[int, tuple[int, ...]]]:
+    """(position, the k most recent non-special token ids before it) for every usable position that has k."""
+    out = []
+    real = [(p, t) for p, (t, c) in enumerate(zip(item.ids, item.classes)) if c != SPECIAL]
+    for p in np.flatnonzero(item.usable):
+        before = [t for q, t in real if q < p]
+        if len(before) >= k:
+            out.append((int(p), tuple(before[-k:])))
+    return out
+
+
+def build_pool(model, items: list[Item], k: int, micro: int) -> tuple[Pool, pd.DataFrame]:
+    """States (n, L+1, d) and prefixes (n, k) of every full-prefix token of `items`, and their (sample, position,
+    cls) index."""
+    states, prefixes, index = [], [], []
+    for group, ids, mask in batches(items, micro, pad_id(model.tokenizer)):
+        st, _ = block_states(model, ids, mask)  # (L+1, B, T, d)
+        for j, it in enumerate(group):
+            for p, pre in full_prefix_examples(it, k):
+                states.append(st[:, j, p])
+                prefixes.append(pre)
+                index.append((it.sample, p, it.classes[p]))
+    if not states:
+        return (Pool(torch.zeros(0, model.arch.n_layers + 1, model.arch.d_model), torch.zeros(0, k, dtype=torch.long)),
+                pd.DataFrame(columns=["sample", "position", "cls"]))
+    return (Pool(torch.stack(states), torch.tensor(prefixes, dtype=torch.long)),
+            pd.DataFrame(index, columns=["sample", "position", "cls"]))
+
+
+def start_id(tokenizer, items: list[Item]) -> int:
+    """The token the decoder starts from: the one the tokenizer puts before every text, else its BOS (or EOS)."""
+    firsts = {it.ids[0] for it in items if it.classes[0] == SPECIAL}
+    if len(firsts) == 1:
+        return int(firsts.pop())
+    for tid in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if tid is not None:
+            return int(tid)
+    raise BenchError("the tokenizer has no BOS or EOS token to start the prefix decoder from")
+
+
+def control_rows(index: pd.DataFrame, loss: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Per-token rows of the three losses (aligned with `index`) and, per text, the gains over each control:
+    mean control loss − mean trained loss over the text's tokens (the gates' unit is the text)."""
+    frame = pd.concat([index.assign(metric=m, value=np.asarray(v, float)) for m, v in loss.items()],
+                      ignore_index=True)
+    per_text = pd.DataFrame({m: index.assign(v=np.asarray(v, float)).groupby("sample")["v"].mean()
+                             for m, v in loss.items()})
+    gains = [pd.DataFrame({"sample": per_text.index, "metric": f"decoder_gain_vs_{c}",
+                           "value": (per_text[f"context_loss_{c}"] - per_text["context_loss"]).to_numpy()})
+             for c in ("blind", "shuffled")]
+    return pd.concat([frame, *gains], ignore_index=True)
 
 
 def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_train, cfg: DecoderConfig,
             subject: str | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """C_i with its controls, and E_i, for the eval tokens of `model`."""
+    """C_i with its controls, and E_i, for the scored tokens of `model`."""
     if n_eval > n_texts or n_eval < 2 or n_train < 1:
         raise BenchError("need 2 ≤ n_eval ≤ n_texts and n_train ≥ 1")
     items = prepare_items(model.tokenizer, corpus, n_texts + n_train, max_tokens)
@@ -38,64 +100,68 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
     shared = layer_pass_memo(ctx, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro=micro_batch,
                              model=model)
     err = shared[(shared["metric"] == "token_error_mean") & (shared["sample"] < n_eval)]
-    out = run(model, train_items, eval_items, cfg, ctx.generator(stream=11), ctx.progress)
-    rows = [(x.sample, x.position, x.cls, "context_loss", float(v)) for x, v in zip(out["eval"], out["trained"])]
-    rows += [(x.sample, x.position, x.cls, "context_loss_untrained", float(v))
-             for x, v in zip(out["control"], out["untrained"])]
-    rows += [(x.sample, x.position, x.cls, "context_loss_shuffled", float(v))
-             for x, v in zip(out["control"], out["shuffled"])]
-    frame = pd.DataFrame(rows, columns=["sample", "position", "cls", "metric", "value"])
-    ctrl = frame[frame["metric"] != "context_loss"].pivot_table(index="sample", columns="metric", values="value")
-    trained = frame[frame["metric"] == "context_loss"].groupby("sample")["value"].mean()
-    per_text = pd.DataFrame({"trained": trained.reindex(ctrl.index), "untrained": ctrl["context_loss_untrained"],
-                             "shuffled": ctrl["context_loss_shuffled"]})
-    extra = pd.concat([
-        pd.DataFrame({"sample": per_text.index, "metric": "decoder_loss_ratio",
-                      "value": (per_text["trained"] / per_text["untrained"]).to_numpy()}),
-        pd.DataFrame({"sample": per_text.index, "metric": "decoder_gain_vs_shuffled",
-                      "value": (per_text["shuffled"] - per_text["trained"]).to_numpy()}),
-        pd.DataFrame({"sample": np.arange(len(out["train_loss"])), "metric": "train_loss",
-                      "value": out["train_loss"], "condition": "training"}),
-    ], ignore_index=True)
-    frame = pd.concat([frame, err[["sample", "position", "cls", "metric", "value"]], extra], ignore_index=True)
+    ctx.progress(0.0, "prefix decoder: hidden states")
+    train, _ = build_pool(model, train_items, cfg.prefix, micro_batch)
+    test, index = build_pool(model, eval_items, cfg.prefix, micro_batch)
+    if len(test) == 0 or index["sample"].nunique() < 2:
+        raise BenchError(f"fewer than two scored texts have a token with {cfg.prefix} tokens before it")
+    vocab = (torch.cat([train.prefixes.reshape(-1), test.prefixes.reshape(-1)]) if cfg.vocab == "corpus"
+             else torch.arange(model.arch.vocab_size))
+    start = start_id(model.tokenizer, items)
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator(stream=11)))
+    kw = dict(vocab=vocab, start_id=start, seed=seed)
+    trained = fit(model, train, cfg, **kw, progress=lambda f, m="": ctx.progress(0.05 + 0.45 * f, m))
+    blind = fit(model, train, cfg, **kw, blind=True, progress=lambda f, m="": ctx.progress(0.5 + 0.45 * f, m))
+    ctx.progress(0.95, "prefix decoder: held-out losses")
+    swap = other_text(index["sample"].to_numpy(), index["position"].to_numpy())
+    loss = {"context_loss": trained.loss(test), "context_loss_blind": blind.loss(test),
+            "context_loss_shuffled": trained.loss(Pool(test.states[swap], test.prefixes))}
+    frame = control_rows(index, loss)
+    extra = [pd.DataFrame({"sample": np.arange(len(f.train_loss)), "metric": "train_loss", "value": f.train_loss,
+                            "condition": cond}) for f, cond in ((trained, "states"), (blind, "blind"))]
+    frame = pd.concat([frame, err[["sample", "position", "cls", "metric", "value"]], *extra], ignore_index=True)
     frame["subject"] = subject
-    top = int(np.argmax(out["pool"]))
-    notes = [f"decoder: {cfg.decoder_layers or 'all'} blocks of a copy of the model, trained: {cfg.train_decoder}; "
-             f"MLP width {cfg.hidden or model.arch.d_model}; {cfg.steps} steps × {cfg.texts_per_step} texts × "
-             f"{cfg.positions_per_text} positions; lr {cfg.lr:g} (encoder), {cfg.lr_decoder:g} (decoder); "
-             f"prefixes ≤ {cfg.max_prefix} tokens; trained on {len(train_items)} texts in {out['seconds']:.0f} s",
-             f"held-out loss per prefix token: untrained {np.mean(out['untrained']):.3f}, trained "
-             f"{np.mean(out['trained']):.3f}, trained with another text's embedding {np.mean(out['shuffled']):.3f}; "
-             f"pooling weight peaks at layer {top} ({out['pool'][top]:.2f})"]
+    w = trained.encoder.weights()
+    top = int(np.argmax(w))
+    n_v = len(torch.unique(vocab))
+    notes = [f"decoder: {cfg.decoder_layers or 'all'} of {model.arch.n_layers} blocks of a copy of the model with "
+             f"LoRA r = {cfg.lora_rank} (α = {cfg.lora_alpha:g}) on every projection; MLP width "
+             f"{cfg.hidden or model.arch.d_model}; {cfg.steps} steps × {cfg.batch} examples, lr {cfg.lr:g} "
+             f"(encoder) / {cfg.lr_lora:g} (LoRA), warm-up {cfg.warmup:.0%} then cosine; prefix of {cfg.prefix} "
+             f"tokens; softmax over {n_v} token ids ({cfg.vocab}); {len(train)} training tokens of "
+             f"{len(train_items)} texts; trained in {trained.seconds:.0f} s, blind control in {blind.seconds:.0f} s",
+             f"held-out loss per prefix token on {len(test)} tokens of {index['sample'].nunique()} texts: trained "
+             f"{loss['context_loss'].mean():.3f}, state-blind {loss['context_loss_blind'].mean():.3f}, trained "
+             f"with another token's states {loss['context_loss_shuffled'].mean():.3f}; training loss "
+             f"{trained.train_loss[:5].mean():.2f} → {trained.train_loss[-5:].mean():.2f} (blind "
+             f"{blind.train_loss[:5].mean():.2f} → {blind.train_loss[-5:].mean():.2f}); pooling weight peaks at "
+             f"layer {top} ({w[top]:.2f})"]
+    del trained, blind
     return frame, notes
 
 
-@probe_def("contextualization", version=1, schema=TokenLayerMetrics, metrics=METRICS)
+@probe_def("contextualization", version=2, schema=TokenLayerMetrics, metrics=METRICS)
 def contextualization(
-    ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32, micro_batch: int = 16,
-    n_eval: int = 16, n_train: int = 128, hidden: int = 0, steps: int = 30, texts_per_step: int = 4,
-    positions_per_text: int = 4, lr: float = 3e-3, lr_decoder: float = 0.0,
-    train_decoder: Literal["all", "blocks", "none"] = "none", max_prefix: int = 8, decoder_layers: int = 0,
-    control_texts: int = 8,
+    ctx, *, corpus: str = "brown:all", n_texts: int = 64, max_tokens: int = 32, micro_batch: int = 16,
+    n_eval: int = 12, n_train: int = 96, prefix: int = 6, hidden: int = 0, decoder_layers: int = 2,
+    lora_rank: int = 8, lora_alpha: float = 16.0, steps: int = 100, batch: int = 32, lr: float = 3e-3,
+    lr_lora: float = 1e-3, warmup: float = 0.1, vocab: Literal["corpus", "full"] = "corpus",
 ) -> pd.DataFrame:
-    """Prefix-reconstruction loss C_i per token (with untrained and shuffled controls) and E_i per token."""
-    cfg = DecoderConfig(hidden=hidden, steps=steps, texts_per_step=texts_per_step,
-                        positions_per_text=positions_per_text, lr=lr, lr_decoder=lr_decoder,
-                        train_decoder=train_decoder, max_prefix=max_prefix, decoder_layers=decoder_layers,
-                        control_texts=control_texts)
-    torch.manual_seed(ctx.seed)  # the encoder's initial weights
+    """Prefix-reconstruction loss C_i per token (with state-blind and shuffled controls) and E_i per token."""
+    cfg = DecoderConfig(prefix=prefix, hidden=hidden, decoder_layers=decoder_layers, lora_rank=lora_rank,
+               lora_alpha=lora_alpha, steps=steps, batch=batch, lr=lr, lr_lora=lr_lora, warmup=warmup, vocab=vocab)
     frame, notes = measure(ctx, ctx.model, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens,
                            micro_batch=micro_batch, n_eval=n_eval, n_train=n_train, cfg=cfg)
     return finish(frame, notes)
 
 
-@probe_def("context_pair", version=2, schema=TokenLayerMetrics, metrics=METRICS)
+@probe_def("context_pair", version=3, schema=TokenLayerMetrics, metrics=METRICS)
 def context_pair(
-    ctx, *, instruct_of: dict[str, str] = {}, corpus: str = "brown:all", n_texts: int = 96,  # noqa: B006
-    max_tokens: int = 32, micro_batch: int = 16, n_eval: int = 16, n_train: int = 128, hidden: int = 0,
-    steps: int = 30, texts_per_step: int = 4, positions_per_text: int = 4, lr: float = 3e-3,
-    lr_decoder: float = 0.0, train_decoder: Literal["all", "blocks", "none"] = "none", max_prefix: int = 8,
-    decoder_layers: int = 0, control_texts: int = 8,
+    ctx, *, instruct_of: dict[str, str] = {}, corpus: str = "brown:all", n_texts: int = 64,  # noqa: B006
+    max_tokens: int = 32, micro_batch: int = 16, n_eval: int = 12, n_train: int = 96, prefix: int = 6,
+    hidden: int = 0, decoder_layers: int = 2, lora_rank: int = 8, lora_alpha: float = 16.0, steps: int = 100,
+    batch: int = 32, lr: float = 3e-3, lr_lora: float = 1e-3, warmup: float = 0.1,
+    vocab: Literal["corpus", "full"] = "corpus",
 ) -> pd.DataFrame:
     """C_i and E_i of a base model (subject "base") and of its instruction-tuned variant ("instruct").
 
@@ -118,14 +184,11 @@ def context_pair(
         frame = finish(pd.DataFrame(columns=["metric", "value"]))
         frame.attrs["notes"] = [f"the counterpart '{other}' of '{name}' is not available: {exc}"]
         return frame
-    cfg = DecoderConfig(hidden=hidden, steps=steps, texts_per_step=texts_per_step,
-                        positions_per_text=positions_per_text, lr=lr, lr_decoder=lr_decoder,
-                        train_decoder=train_decoder, max_prefix=max_prefix, decoder_layers=decoder_layers,
-                        control_texts=control_texts)
+    cfg = DecoderConfig(prefix=prefix, hidden=hidden, decoder_layers=decoder_layers, lora_rank=lora_rank,
+               lora_alpha=lora_alpha, steps=steps, batch=batch, lr=lr, lr_lora=lr_lora, warmup=warmup, vocab=vocab)
     frames, notes = [], []
     for model, role in ((ctx.model, "base" if name == pair[0] else "instruct"),
                         (counterpart, "instruct" if name == pair[0] else "base")):
-        torch.manual_seed(ctx.seed)
         f, n = measure(ctx, model, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro_batch=micro_batch,
                        n_eval=n_eval, n_train=n_train, cfg=cfg, subject=role)
         frames.append(f)

@@ -1,21 +1,34 @@
-"""Prefix reconstruction (LLM-Microscope's contextualization score C_i).
+"""Prefix reconstruction (LLM-Microscope's contextualization score C_i), built so that it learns on a CPU budget.
 
-For token i, the states of all layers h_i^0 … h_i^L are RMS-normalised per layer, pooled with trainable
-softmax weights over layers, mapped by a 2-layer MLP to one vector e_i, and fed as the only input embedding to a
-trainable copy of the same LM, which is trained with cross-entropy (teacher forcing) to generate the prefix
-w_1 … w_{i−1}:  decoder input [e_i, w_1 … w_{i−2}], targets [w_1 … w_{i−1}].  C_i is the mean loss per prefix
-token on held-out texts; lower C = more of the prefix is recoverable from the token's states.
+Token i's states at every layer h_i^0 … h_i^L are standardised per layer and coordinate (mean and standard
+deviation over the training tokens: without it one outlier coordinate dominates every layer and all tokens look
+alike), pooled with trainable softmax weights over layers and mapped by a 2-layer MLP to one vector e_i.  A copy
+of the LM, adapted with LoRA, reads
 
-The paper publishes no hyper-parameters; :class:`DecoderConfig` holds ours (the spec sets them).  Two controls
-tell whether the numbers mean anything: the loss of the same decoder before training (``untrained``) and the
-loss of the trained decoder fed another text's embedding (``shuffled``).  A decoder whose loss did not fall
-well below the untrained one, or that does no better with the right embedding than with a wrong one, has not
-learned to read the representation.
+    [start token, e_i, w_{i−k} … w_{i−2}]   and is trained (teacher forcing) to emit   [w_{i−k} … w_{i−1}].
+
+The start token stays at position 0, where these models keep their attention sink, so e_i is not swallowed by
+it.  C_i is the mean cross-entropy per prefix token over the k most recent tokens; only positions with k tokens
+before them are scored, so every C_i averages the same number of tokens at the same distances from i.
+
+Two controls say whether a decoder read the states at all (the probe turns them into the spec's gates):
+
+* blind — the same encoder and decoder trained the same way with the input states replaced by zeros: e_i is then
+  one learned constant, so it learns the prior over prefixes and nothing about the token (a decoder that sees
+  only the start token and a constant);
+* shuffled — the trained decoder fed the states of another token (another text, same position).
+
+With ``vocab = "corpus"`` the softmax runs over the token ids of the training and scored texts, for the trained
+decoder and both controls alike; on a 262k-word vocabulary the head would otherwise cost more than the decoder.
+
+API: :func:`fit` trains one encoder + decoder on a :class:`Pool` and returns a :class:`Fitted`, whose
+:meth:`Fitted.loss` gives the per-example loss on another pool.  The loop is self-contained on purpose.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -24,194 +37,247 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.corpora.tagged import SPECIAL
-from bench.families.microscope.layerpass import Item, block_states
+from bench.core.errors import BenchError
 
 
 @dataclass(frozen=True)
 class DecoderConfig:
+    prefix: int = 6  # k: prefix tokens reconstructed (the most recent ones before i); shorter prefixes unscored
     hidden: int = 0  # MLP width; 0 = the model's hidden size
-    steps: int = 60  # optimiser steps
-    texts_per_step: int = 2  # texts drawn per step
-    positions_per_text: int = 8  # target tokens drawn per text (each one is a prefix to reconstruct)
-    lr: float = 1e-3  # pooling weights and MLP (AdamW)
-    lr_decoder: float = 1e-5  # the decoder copy's trainable weights
-    train_decoder: Literal["all", "blocks", "none"] = "blocks"  # "blocks": all but the (tied) embedding/head
-    max_prefix: int = 64  # longest prefix reconstructed (the most recent tokens before i)
     decoder_layers: int = 0  # blocks kept in the decoder copy (the first ones); 0 = all, as in the paper
-    control_texts: int = 0  # evaluation texts that also get the untrained and shuffled controls; 0 = all
-    eval_batch: int = 16  # prefixes per evaluation forward pass
+    lora_rank: int = 8  # LoRA on every attention and FFN projection of the kept blocks
+    lora_alpha: float = 16.0
+    steps: int = 100  # optimiser steps
+    batch: int = 32  # examples (token, prefix) per step
+    lr: float = 3e-3  # encoder (pooling weights, MLP), AdamW
+    lr_lora: float = 1e-3  # LoRA matrices, AdamW
+    warmup: float = 0.1  # share of the steps with a linear warm-up; then cosine decay to 0
+    vocab: Literal["corpus", "full"] = "corpus"
+    eval_batch: int = 64
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Examples: `states` (n, L+1, d) float32 of the tokens, `prefixes` (n, k) their k previous token ids."""
+
+    states: torch.Tensor
+    prefixes: torch.Tensor
+
+    def __post_init__(self):
+        if self.states.ndim != 3 or self.prefixes.ndim != 2 or len(self.states) != len(self.prefixes):
+            raise BenchError(f"a pool needs states (n, L+1, d) and prefixes (n, k); got {tuple(self.states.shape)} "
+                             f"and {tuple(self.prefixes.shape)}")
+
+    def __len__(self) -> int:
+        return len(self.prefixes)
+
+    def take(self, idx) -> "Pool":
+        return Pool(self.states[idx], self.prefixes[idx])
 
 
 class Encoder(nn.Module):
-    """States of all layers (n, L+1, d) → one input embedding (n, d)."""
+    """States of all layers (n, L+1, d) → one input embedding (n, d).  `blind`: the states are replaced by zeros."""
 
-    def __init__(self, n_layers: int, d: int, hidden: int, out_scale: float):
+    def __init__(self, mean: torch.Tensor, std: torch.Tensor, hidden: int, out_scale: float, blind: bool = False):
         super().__init__()
-        self.pool = nn.Parameter(torch.zeros(n_layers + 1))  # softmax weights over layers, uniform at start
+        n_layers, d = mean.shape
+        self.register_buffer("mean", mean)  # (L+1, d)
+        self.register_buffer("std", std)  # (L+1, d)
+        self.blind = blind
+        self.pool = nn.Parameter(torch.zeros(n_layers))  # softmax weights over layers, uniform at start
         self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, d))
         self.out_scale = nn.Parameter(torch.tensor(float(out_scale)))
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
-        x = states / states.pow(2).mean(dim=-1, keepdim=True).add(1e-6).sqrt()  # RMS-normalise each layer
-        pooled = torch.einsum("nld,l->nd", x, torch.softmax(self.pool, dim=0))
+        x = (states - self.mean) / self.std  # (n, L+1, d)
+        if self.blind:
+            x = torch.zeros_like(x)
+        pooled = torch.einsum("nld,l->nd", x, torch.softmax(self.pool, dim=0))  # (n, d)
         e = self.mlp(pooled)
-        return self.out_scale * e / e.pow(2).mean(dim=-1, keepdim=True).add(1e-6).sqrt()
+        return self.out_scale * e / e.pow(2).mean(dim=-1, keepdim=True).add(1e-6).sqrt()  # the embeddings' RMS
+
+    def weights(self) -> np.ndarray:
+        return torch.softmax(self.pool.detach(), 0).cpu().numpy()
 
 
-@dataclass(frozen=True)
-class Example:
-    sample: int
-    position: int
-    cls: str
-    prefix: tuple[int, ...]
-
-
-def examples(item: Item, max_prefix: int, positions: list[int] | None = None) -> list[Example]:
-    """Prefix-reconstruction examples of a text: every usable position with at least one prefix token."""
-    out = []
-    for p in (positions if positions is not None else np.flatnonzero(item.usable)):
-        prefix = [t for t, c in zip(item.ids[:p], item.classes[:p]) if c != SPECIAL][-max_prefix:]
-        if prefix:
-            out.append(Example(item.sample, int(p), item.classes[p], tuple(prefix)))
-    return out
-
-
-def _token_states(model, items: list[Item]) -> dict[int, torch.Tensor]:
-    """sample → (T, L+1, d) states of the original model (no gradient)."""
-    out = {}
-    for it in items:
-        ids = torch.tensor([it.ids])
-        states, _ = block_states(model, ids, torch.ones_like(ids))
-        out[it.sample] = states[:, 0].permute(1, 0, 2).contiguous()
-    return out
-
-
-def _decoder_loss(decoder, embed, e: torch.Tensor, exs: list[Example]) -> torch.Tensor:
-    """(n,) mean cross-entropy per prefix token of each example; e (n, d) are the decoder's first inputs."""
-    k = max(len(x.prefix) for x in exs)
-    dev = e.device
-    ids = torch.zeros(len(exs), k, dtype=torch.long)
-    mask = torch.zeros(len(exs), k, dtype=torch.long)
-    for j, x in enumerate(exs):
-        ids[j, : len(x.prefix)] = torch.tensor(x.prefix)
-        mask[j, : len(x.prefix)] = 1
-    ids, mask = ids.to(dev), mask.to(dev)
-    tok = embed(ids[:, :-1]) if k > 1 else e.new_zeros(len(exs), 0, e.shape[-1])
-    inputs = torch.cat([e[:, None, :].to(tok.dtype), tok], dim=1)  # (n, k, d)
-    logits = decoder(inputs_embeds=inputs, attention_mask=mask, use_cache=False).logits.float()  # (n, k, V)
-    nll = nn.functional.cross_entropy(logits.transpose(1, 2), ids, reduction="none")  # (n, k)
-    return (nll * mask).sum(dim=1) / mask.sum(dim=1)
+def standardiser(states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per layer and coordinate: mean and standard deviation (L+1, d) over the examples of (n, L+1, d)."""
+    mean = states.mean(dim=0)
+    std = states.std(dim=0, unbiased=False)
+    return mean, std.clamp_min(1e-4 * float(std.mean()) + 1e-8)
 
 
 def decoder_copy(model, n_layers: int):
-    """A trainable deep copy of the model, keeping only its first `n_layers` blocks (0 = all)."""
-    decoder = copy.deepcopy(model.hf)
-    decoder.eval()  # no dropout; gradients still flow
+    """A copy of the model keeping only its first `n_layers` blocks (0 = all).  The input embedding and the head
+    are shared with the original, not copied (they stay frozen and are read without gradient)."""
+    hf = model.hf
+    shared = {id(m): m for m in (hf.get_input_embeddings(), hf.get_output_embeddings()) if m is not None}
     L = model.arch.n_layers
-    if 0 < n_layers < L:
-        list_path = model.arch.blocks[0].path.rpartition(".")[0]
+    list_path = model.arch.blocks[0].path.rpartition(".")[0]
+    blocks = hf.get_submodule(list_path)
+    keep = n_layers if 0 < n_layers < L else L
+    shared.update({id(b): b for b in list(blocks)[keep:]})  # dropped below, so never copied
+    decoder = copy.deepcopy(hf, memo=shared)
+    decoder.eval()  # no dropout; gradients still flow
+    if keep < L:
         parent_path, _, name = list_path.rpartition(".")
         parent = decoder.get_submodule(parent_path) if parent_path else decoder
-        setattr(parent, name, nn.ModuleList(list(getattr(parent, name))[:n_layers]))
+        setattr(parent, name, nn.ModuleList(list(getattr(parent, name))[:keep]))
         for cfg in {id(c): c for c in (decoder.config, decoder.config.get_text_config())}.values():
-            cfg.num_hidden_layers = n_layers
+            cfg.num_hidden_layers = keep
             if isinstance(getattr(cfg, "layer_types", None), list):
-                cfg.layer_types = cfg.layer_types[:n_layers]
+                cfg.layer_types = cfg.layer_types[:keep]
     return decoder
 
 
-def _trainable(decoder, how: str) -> list[nn.Parameter]:
-    embed_w = decoder.get_input_embeddings().weight
-    head = decoder.get_output_embeddings()
-    frozen = {id(embed_w)} | ({id(head.weight)} if head is not None else set())
-    params = []
-    for p in decoder.parameters():
-        train = how == "all" or (how == "blocks" and id(p) not in frozen)
-        p.requires_grad_(train)
-        if train:
-            params.append(p)
-    return params
+def lora_targets(arch, n_layers: int) -> list[str]:
+    """Module paths of every attention and FFN projection of the first `n_layers` blocks (from the module tree)."""
+    out = []
+    for b in arch.blocks[: n_layers or arch.n_layers]:
+        out += [p for p in (b.q, b.k, b.v, b.qkv, b.o, *b.ffn_in, b.ffn_out) if p]
+    return out
 
 
-def run(model, train_items: list[Item], eval_items: list[Item], cfg: DecoderConfig, generator: torch.Generator,
-        progress=lambda f, m="": None) -> dict:
-    """Train encoder + decoder copy on `train_items`; evaluate C on `eval_items`.
+class Decoder(nn.Module):
+    """The LoRA-adapted copy with its head restricted to `vocab`: (e (n, d), prefixes (n, k)) → (n,) loss."""
 
-    Returns ``eval`` and ``control`` (lists of Example), ``trained`` (per eval example), ``untrained`` and
-    ``shuffled`` (per control example) losses,
-    ``train_loss`` (per step) and ``seconds``.
-    """
+    def __init__(self, model, cfg: DecoderConfig, vocab: torch.Tensor, start_id: int):
+        super().__init__()
+        from peft import LoraConfig, inject_adapter_in_model
+
+        full = decoder_copy(model, cfg.decoder_layers)
+        shared = {id(p) for m in (full.get_input_embeddings(), full.get_output_embeddings()) if m is not None
+               for p in m.parameters()}
+        for p in full.parameters():
+            if id(p) not in shared:
+                p.requires_grad_(False)  # the copy's own (not shared) weights; shared ones are read under no_grad
+        lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
+                          target_modules=lora_targets(model.arch, cfg.decoder_layers))
+        inject_adapter_in_model(lcfg, full)
+        self.lora = nn.ParameterList([p for n, p in full.named_parameters() if "lora_" in n])
+        for p in self.lora:
+            p.requires_grad_(True)
+        self.body = full.base_model  # blocks + final norm: (n, t, d) → (n, t, d)
+        self.embed = full.get_input_embeddings()
+        head = full.get_output_embeddings()
+        dev = model.device
+        self.register_buffer("vocab", vocab.to(dev))
+        self.register_buffer("w_head", head.weight.detach()[self.vocab].clone())  # (V', d)
+        bias = getattr(head, "bias", None)
+        self.register_buffer("b_head", bias.detach()[self.vocab].clone() if bias is not None else None)
+        self.softcap = getattr(full.config.get_text_config(), "final_logit_softcapping", None)
+        self.start_id = int(start_id)
+
+    def forward(self, e: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
+        n, k = prefixes.shape
+        dev = self.vocab.device
+        prefixes = prefixes.to(dev)
+        with torch.no_grad():  # the shared embedding stays frozen: no gradient into the original model
+            start = self.embed(torch.full((n, 1), self.start_id, dtype=torch.long, device=dev))  # (n, 1, d)
+            tok = self.embed(prefixes[:, :-1])  # (n, k−1, d)
+        inputs = torch.cat([start, e[:, None, :].to(tok.dtype), tok], dim=1)  # (n, k+1, d)
+        h = self.body(inputs_embeds=inputs, use_cache=False).last_hidden_state[:, 1:]  # (n, k, d)
+        logits = (h.float() @ self.w_head.float().T)  # (n, k, V')
+        if self.b_head is not None:
+            logits = logits + self.b_head.float()
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        target = torch.searchsorted(self.vocab, prefixes)  # (n, k) indices into the restricted vocabulary
+        nll = nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # (n, k)
+        return nll.mean(dim=1)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A trained encoder + decoder, with its per-step training loss and learning rate."""
+
+    encoder: Encoder
+    decoder: Decoder
+    train_loss: np.ndarray
+    lr: np.ndarray
+    seconds: float
+    eval_batch: int = 64
+
+    @torch.no_grad()
+    def loss(self, pool: Pool) -> np.ndarray:
+        """(n,) mean loss per prefix token of each example of `pool`."""
+        out = []
+        dev = self.decoder.vocab.device
+        for i in range(0, len(pool), self.eval_batch):
+            part = pool.take(slice(i, i + self.eval_batch))
+            out.append(self.decoder(self.encoder(part.states.to(dev)), part.prefixes).cpu())
+        return torch.cat(out).numpy().astype(float) if out else np.zeros(0)
+
+
+def schedule(step: int, steps: int, warmup: float) -> float:
+    """Learning-rate factor: linear warm-up over the first `warmup` share of the steps, then cosine to 0."""
+    w = max(1, int(round(warmup * steps)))
+    if step < w:
+        return (step + 1) / w
+    return 0.5 * (1 + math.cos(math.pi * (step - w) / max(1, steps - w)))
+
+
+def check_vocab(vocab: torch.Tensor, *pools: Pool) -> None:
+    for p in pools:
+        ids = p.prefixes.unique()
+        missing = ids[~torch.isin(ids, vocab)]
+        if len(missing):
+            raise BenchError(f"prefix token ids {missing[:5].tolist()} are not in the decoder's vocabulary")
+
+
+def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id: int, seed: int,
+        blind: bool = False, progress=lambda f, m="": None) -> Fitted:
+    """Train an encoder (`blind`: one that sees zeros instead of states) and a LoRA decoder copy of `model` on
+    `train`; same seed → same initial weights and batches.  The original model is not changed."""
+    if len(train) == 0:
+        raise BenchError("no training example has a full prefix: lower measure.prefix or raise data.max_tokens")
+    vocab = torch.unique(vocab)
+    check_vocab(vocab, train)
     t0 = time.perf_counter()
-    arch = model.arch
-    decoder = decoder_copy(model, cfg.decoder_layers)
-    embed = decoder.get_input_embeddings()
-    with torch.no_grad():
-        scale = float(embed(torch.arange(min(1000, arch.vocab_size), device=model.device))
-                      .float().pow(2).mean().sqrt())
-    enc = Encoder(arch.n_layers, arch.d_model, cfg.hidden or arch.d_model, scale).to(model.device)
-    params = _trainable(decoder, cfg.train_decoder)
-    groups = [{"params": list(enc.parameters()), "lr": cfg.lr}]
-    if params and cfg.lr_decoder > 0:
-        groups.append({"params": params, "lr": cfg.lr_decoder})
-    opt = torch.optim.AdamW(groups, weight_decay=0.0)
-
-    eval_states = _token_states(model, eval_items)
-    eval_ex = [x for it in eval_items for x in examples(it, cfg.max_prefix)]
-    n_ctrl = cfg.control_texts or len(eval_items)
-    ctrl_samples = {it.sample for it in eval_items[:n_ctrl]}
-    ctrl_ex = [x for x in eval_ex if x.sample in ctrl_samples]
-    untrained = _evaluate(decoder, embed, enc, eval_states, ctrl_ex, cfg, shift=None)
-    progress(0.1, "prefix reconstruction: untrained loss")
-
-    rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
-    losses = []
+    dev = model.device
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        dec = Decoder(model, cfg, vocab, start_id)
+        with torch.no_grad():
+            some = torch.arange(min(1000, model.arch.vocab_size), device=dev)
+            scale = float(dec.embed(some).float().pow(2).mean().sqrt())
+        mean, std = standardiser(train.states)
+        enc = Encoder(mean, std, cfg.hidden or model.arch.d_model, scale, blind).to(dev)
+    opt = torch.optim.AdamW([{"params": list(enc.parameters()), "lr": cfg.lr},
+                             {"params": list(dec.lora), "lr": cfg.lr_lora}], weight_decay=0.0)
+    base = [g["lr"] for g in opt.param_groups]
+    gen = torch.Generator().manual_seed(seed)
+    order, at = torch.randperm(len(train), generator=gen), 0
+    losses, lrs = [], []
     for step in range(cfg.steps):
-        pick = rng.choice(len(train_items), size=min(cfg.texts_per_step, len(train_items)), replace=False)
-        chosen = [train_items[int(i)] for i in pick]
-        st = _token_states(model, chosen)
-        exs = []
-        for it in chosen:
-            usable = [int(p) for p in np.flatnonzero(it.usable)]
-            pos = rng.choice(usable, size=min(cfg.positions_per_text, len(usable)), replace=False).tolist()
-            exs += examples(it, cfg.max_prefix, sorted(pos))
-        if not exs:
-            continue
-        states = torch.stack([st[x.sample][x.position] for x in exs]).to(model.device)  # (n, L+1, d)
-        loss = _decoder_loss(decoder, embed, enc(states), exs).mean()
+        if at + cfg.batch > len(order):
+            order, at = torch.randperm(len(train), generator=gen), 0
+        batch = train.take(order[at : at + cfg.batch])
+        at += cfg.batch
+        f = schedule(step, cfg.steps, cfg.warmup)
+        for g, lr in zip(opt.param_groups, base):
+            g["lr"] = lr * f
+        loss = dec(enc(batch.states.to(dev)), batch.prefixes).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], 1.0)
+        torch.nn.utils.clip_grad_norm_([*enc.parameters(), *dec.lora], 1.0)
         opt.step()
         losses.append(float(loss.detach()))
-        progress(0.1 + 0.7 * (step + 1) / cfg.steps, f"prefix reconstruction: training (loss {losses[-1]:.2f})")
-
-    trained = _evaluate(decoder, embed, enc, eval_states, eval_ex, cfg, shift=None)
-    progress(0.9, "prefix reconstruction: shuffled control")
-    shuffled = _evaluate(decoder, embed, enc, eval_states, ctrl_ex, cfg, shift=eval_items)
-    del decoder, opt
-    return {"eval": eval_ex, "control": ctrl_ex, "trained": trained, "untrained": untrained, "shuffled": shuffled,
-            "train_loss": np.array(losses), "pool": torch.softmax(enc.pool.detach(), 0).cpu().numpy(),
-            "seconds": time.perf_counter() - t0}
+        lrs.append(f)
+        progress((step + 1) / cfg.steps, f"prefix decoder{' (blind)' if blind else ''}: loss {losses[-1]:.2f}")
+    enc.eval()
+    return Fitted(enc, dec, np.array(losses), np.array(lrs), time.perf_counter() - t0, cfg.eval_batch)
 
 
-@torch.no_grad()
-def _evaluate(decoder, embed, enc, states: dict[int, torch.Tensor], exs: list[Example], cfg: DecoderConfig,
-              shift: list[Item] | None) -> np.ndarray:
-    """Per-example loss; with `shift`, each example gets the embedding of the same position (or the nearest
-    one) in the next text of the evaluation set — a text whose prefix it does not encode."""
-    samples = sorted(states)
-    nxt = {s: samples[(k + 1) % len(samples)] for k, s in enumerate(samples)}
-    out = []
-    for i in range(0, len(exs), cfg.eval_batch):
-        chunk = exs[i : i + cfg.eval_batch]
-        rows = []
-        for x in chunk:
-            if shift is None:
-                rows.append(states[x.sample][x.position])
-            else:
-                other = states[nxt[x.sample]]
-                rows.append(other[min(x.position, other.shape[0] - 1)])
-        e = enc(torch.stack(rows).to(next(enc.parameters()).device))
-        out.append(_decoder_loss(decoder, embed, e, chunk).cpu())
-    return torch.cat(out).numpy() if out else np.zeros(0)
+def other_text(samples: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """For each example, the index of an example of the next text (cyclically) at the same position, or the
+    nearest one: states of another token, whose prefix they do not encode."""
+    texts = np.unique(samples)
+    if len(texts) < 2:
+        raise BenchError("the shuffled control needs at least two scored texts")
+    nxt = {s: texts[(k + 1) % len(texts)] for k, s in enumerate(texts)}
+    out = np.empty(len(samples), dtype=int)
+    for j, (s, p) in enumerate(zip(samples, positions)):
+        cand = np.flatnonzero(samples == nxt[s])
+        out[j] = cand[np.argmin(np.abs(positions[cand] - p))]
+    return out

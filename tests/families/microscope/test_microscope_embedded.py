@@ -46,9 +46,11 @@ def test_family_on_the_real_model(smollm, tmp_path):
     lens = _run(smollm, tmp_path, "logit_lens", corpus="brown:all", n_texts=2, max_tokens=20)
     assert lens[lens["metric"] == "lens_final_gap"]["value"].max() < 1e-3
     assert lens[lens["metric"] == "model_loss"]["value"].mean() < 8  # a real model, not noise
-    ctxf = _run(smollm, tmp_path, "contextualization", **data, n_eval=2, n_train=2, steps=1, texts_per_step=1,
-                positions_per_text=2, control_texts=1, max_prefix=4)
-    assert {"context_loss", "token_error_mean", "decoder_loss_ratio"} <= set(ctxf["metric"])
+    ctxf = _run(smollm, tmp_path, "contextualization", **data, n_eval=2, n_train=2, steps=2, batch=4, prefix=4,
+                decoder_layers=1)
+    assert {"context_loss", "context_loss_blind", "token_error_mean", "decoder_gain_vs_blind",
+            "decoder_gain_vs_shuffled"} <= set(ctxf["metric"])
+    assert set(ctxf[ctxf["metric"] == "train_loss"]["condition"]) == {"states", "blind"}
     qa = _run(smollm, tmp_path, "token_removal", n_questions=4, max_new_tokens=3)
     assert set(qa["condition"].dropna()) == {"original", "no_stopwords", "no_punctuation", "no_articles"}
     pair = _run(smollm, tmp_path, "context_pair", **data)
