@@ -97,3 +97,25 @@ def toy_composition_chart(frame: pd.DataFrame):
     ).properties(width=260, height=HEIGHT)
     rule = alt.Chart(pd.DataFrame({"y": [0.4]})).mark_rule(color="#d62728", strokeDash=[4, 3]).encode(y="y:Q")
     return alt.hconcat(bars, alt.layer(line, rule))
+
+
+@chart_def("direct_path_bigrams")
+def direct_path_chart(frame: pd.DataFrame):
+    rho = frame[frame["metric"] == "spearman"]
+    if rho.empty:
+        return None
+    hist = alt.Chart(rho, title="Spearman ρ per first token").mark_bar().encode(
+        x=alt.X("value:Q", bin=alt.Bin(extent=[-1, 1], step=0.1), title="ρ(direct path, bigram) over its top next tokens"),
+        y=alt.Y("count():Q", title="first tokens"),
+    ).properties(width=260, height=HEIGHT)
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x="x:Q")
+    pairs = frame[frame["metric"].isin(["direct_logprob", "bigram_logprob"])]
+    wide = pairs.pivot_table(index=["sample", "rank"], columns="metric", values="value").reset_index()
+    top = wide[wide["sample"] < 12]  # the twelve most frequent first tokens
+    top = top.merge(rho[["sample", "token"]], on="sample", how="left")
+    dots = alt.Chart(top, title="most frequent first tokens: next-token log-probabilities").mark_circle(size=30).encode(
+        x=alt.X("bigram_logprob:Q", title="empirical log P(next | first)"),
+        y=alt.Y("direct_logprob:Q", title="direct-path log-prob"),
+        color=alt.Color("token:N", title="first token"),
+    ).properties(width=WIDTH - 300, height=HEIGHT)
+    return alt.hconcat(alt.layer(hist, zero), dots).resolve_scale(color="independent")

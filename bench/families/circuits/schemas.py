@@ -27,3 +27,12 @@ class Composition(Tidy):
     src_layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     src_head: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     sample: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+
+
+class DirectPath(Tidy):
+    """Per first token (the unit, ``sample``): its Spearman ρ and count; per (first, next) pair, by the next
+    token's frequency rank: direct-path and empirical log-probabilities."""
+
+    sample: Series[pd.Int64Dtype] = pa.Field(ge=0)
+    rank: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    token: Series[str] = pa.Field(nullable=True)

@@ -27,7 +27,7 @@ def test_circuits_on_both_embedded_models(cli, specs_dir, tmp_path, monkeypatch)
     (run,) = runs.iterdir()
     record = json.loads((run / "record.json").read_text())
     cells = {(c["spec"]["id"], c["model"]): c for c in record["cells"]}
-    assert len(cells) == 4 * 2 and {m for _, m in cells} == set(ALIASES)
+    assert len(cells) == 5 * 2 and {m for _, m in cells} == set(ALIASES)
     for cell in cells.values():
         v = cell["verdict"]
         assert v["outcome"] in ("SUPPORTED", "REFUTED", "INCONCLUSIVE"), (cell["spec"]["id"], v)

@@ -1,0 +1,89 @@
+"""The direct path: a hand-built model whose W_U·W_E is a known bigram table gives ρ = 1 (and a broken one
+does not), and the direct-path logits equal a plain transformers forward pass of the same model without blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.families.circuits import direct_path as dp
+from bench.models import arch as arch_mod
+
+from tests.conftest import build_tiny
+
+V = 24
+
+
+def _counts(seed: int = 0) -> np.ndarray:
+    """A bigram count table with distinct counts in every row (so ranks are exact)."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.permutation(V) + 1 for _ in range(V)]).astype(np.int64)  # (V, V), C[a, b]
+
+
+def _corpus(C: np.ndarray) -> list[list[int]]:
+    """Sequences whose adjacent pairs are exactly C[a, b] copies of (a, b)."""
+    return [[a, b] for a in range(V) for b in range(V) for _ in range(int(C[a, b]))]
+
+
+def _bigram_model(C: np.ndarray):
+    """A Llama whose direct path is log P(b | a) up to a positive scale per row: W_E = I (d = V), γ = 1,
+    W_U = log P (rows: next token)."""
+    import transformers as tf
+
+    cfg = tf.LlamaConfig(vocab_size=V, hidden_size=V, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, intermediate_size=8, tie_word_embeddings=False)
+    model = tf.LlamaForCausalLM(cfg).eval()
+    logp = np.log(C / C.sum(1, keepdims=True))  # (a, b)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.copy_(torch.eye(V))
+        model.model.norm.weight.fill_(1.0)
+        model.lm_head.weight.copy_(torch.tensor(logp.T, dtype=torch.float32))  # logits_b = Σ_a W[b, a] x_a
+    return model
+
+
+def _rhos(model, C: np.ndarray, top_k: int = 10) -> np.ndarray:
+    chosen = dp.top_bigrams(*dp.bigram_counts(_corpus(C), V), n_first=V, top_k=top_k)
+    ids = torch.tensor([a for a, *_ in chosen])
+    arch = arch_mod.inspect(model)
+    logp = torch.log_softmax(dp.direct_logits(model, arch, ids), -1).numpy()
+    rows = dp.spearman_rows(logp, chosen)
+    return np.array([r[4] for r in rows if r[3] == "spearman"])
+
+
+def test_counts_and_top_bigrams_are_exact():
+    C = _counts()
+    chosen = dp.top_bigrams(*dp.bigram_counts(_corpus(C), V), n_first=5, top_k=4)
+    totals = C.sum(1)
+    assert [a for a, *_ in chosen] == list(np.argsort(-totals, kind="stable")[:5])
+    a, total, nxt, emp = chosen[0]
+    assert total == totals[a] and list(nxt) == list(np.argsort(-C[a])[:4])
+    np.testing.assert_allclose(emp, np.log(C[a, nxt] / totals[a]))
+
+
+def test_known_bigram_model_gives_rho_one_and_a_broken_one_does_not(one_thread):
+    C = _counts()
+    model = _bigram_model(C)
+    rho = _rhos(model, C)
+    assert len(rho) == V and np.allclose(rho, 1.0)
+    with torch.no_grad():  # break the path: the head's rows no longer belong to their tokens
+        model.lm_head.weight.copy_(model.lm_head.weight[torch.randperm(V, generator=torch.Generator().manual_seed(1))])
+    assert _rhos(model, C).mean() < 0.5
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_direct_logits_equal_a_plain_forward_without_blocks(family, one_thread):
+    model = build_tiny(family, vocab=64)
+    arch = arch_mod.inspect(model)
+    ids = torch.arange(0, 64, 3)
+    got = dp.direct_logits(model, arch, ids)
+    model.model.layers = torch.nn.ModuleList()  # nothing but embedding (with its scale), final norm and head
+    model.config.num_hidden_layers = 0
+    if hasattr(model.config, "layer_types"):
+        model.config.layer_types = []
+    with torch.no_grad():
+        want = model(input_ids=ids[:, None]).logits[:, 0].float()  # each token alone: no position effects
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if family == "gemma3":  # the √d embedding scale is part of the path: dropping it changes the logits
+        raw = model.lm_head(model.model.norm(model.model.embed_tokens.weight[ids][None]))[0]
+        assert not torch.allclose(raw, want, atol=1e-3)
