@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bench.core.registry import rule_def
 from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _decide, _missing, _select, combine

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from bench.core.context import ProbeContext
 from bench.core.store import Cache
