@@ -31,7 +31,7 @@ def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int 
                     unknown: Literal["pool", "fictional"] = "pool", n_train: int = 10, n_mix: int = 10,
                     conditions: list[str] = ["uk_only"],  # noqa: B006 - never mutated
                     seeds: list[int] = [],  # noqa: B006 - empty: the run's seed
-                    r: int = 1, alpha: float = 2.0, rslora: bool = True, dropout: float = 0.1,
+                    r: int = 1, lora_alpha: float = 2.0, rslora: bool = True, dropout: float = 0.1,
                     targets: Targets = "ffn", lr: float = 1e-3, batch: int = 8, epochs: int = 10,
                     schedule: Literal["constant", "linear"] = "linear", full_lr: float = 1e-5) -> pd.DataFrame:
     """Per-fact knowledge shifts and reliability after LoRA / full fine-tuning on Unknown facts."""
@@ -43,7 +43,7 @@ def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int 
     if min(k, shots, n_pool, n_train, epochs, batch) < 1:
         raise SpecError("k, shots, n_pool, n_train, epochs and batch must be ≥ 1", key="measure")
     design = study.Design(corpus, n_demos, n_pool, k, shots, max_new, eval_batch, unknown, n_train, n_mix)
-    lora = Recipe(method="lora", epochs=epochs, batch=batch, lr=lr, schedule=schedule, r=r, alpha=alpha,
+    lora = Recipe(method="lora", epochs=epochs, batch=batch, lr=lr, schedule=schedule, r=r, alpha=lora_alpha,
                   rslora=rslora, dropout=dropout, targets=targets)
     seeds = list(seeds) or [ctx.seed]
     jobs = [(c, s) for s in seeds for c in conditions]
