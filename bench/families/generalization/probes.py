@@ -35,7 +35,7 @@ class TaskSetupError(BenchError):
 def _rows(metric: str, stage: str, values, split=None, sample=None, step=None) -> pd.DataFrame:
     n = len(values)
     return pd.DataFrame({"metric": metric, "value": np.asarray(values, float), "stage": stage,
-                         "split": [split] * n, "sample": pd.array(sample if sample is not None else [None] * n,
+                         "split": split if isinstance(split, list) else [split] * n, "sample": pd.array(sample if sample is not None else [None] * n,
                                                                   dtype="Int64"),
                          "step": pd.array(step if step is not None else [None] * n, dtype="Int64")})
 

@@ -82,16 +82,19 @@ def _accuracy(model, tok, items) -> float:
 
 
 def test_sft_raises_in_distribution_accuracy(tiny_tokenizer):
+    # two cards, one a face card, summing to 20: under the J/Q/K = 10 rule every answer is "10+10", which a tiny
+    # random model learns from a few verified solutions and then gets right on held-out hands
     hf = build_tiny("llama", vocab=len(tiny_tokenizer))
-    task = tasks.TaskConfig(n_cards=2, target=None, ops="+")
-    items = tasks.generate(task, "id", 4, seed=0, need_face=True)
-    cfg = TrainConfig(method="sft", steps=40, batch=4, lr=3e-3, adapter="full")
+    task = tasks.TaskConfig(n_cards=2, target=20, ops="+")
+    train_items = tasks.generate(task, "id", 8, seed=0, need_face=True)
+    held_out = tasks.generate(task, "id", 4, seed=1, need_face=True)
+    cfg = TrainConfig(method="sft", steps=60, batch=4, lr=1e-2, adapter="full")
     with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
-        before = _accuracy(model, tiny_tokenizer, items)
-        curve = train_loop.train(model, tiny_tokenizer, cfg, [tasks.prompt(it) for it in items],
-                                 targets=[f" {it.solution}\n" for it in items], generator=torch.Generator())
-        after = _accuracy(model, tiny_tokenizer, items)
-    assert before == 0.0 and after >= 0.75
+        before = _accuracy(model, tiny_tokenizer, held_out)
+        curve = train_loop.train(model, tiny_tokenizer, cfg, [tasks.prompt(it) for it in train_items],
+                                 targets=[f" {it.solution}\n" for it in train_items], generator=torch.Generator())
+        after = _accuracy(model, tiny_tokenizer, held_out)
+    assert before == 0.0 and after == 1.0
     assert curve.value[-1] < 0.2 * curve.value[0]
 
 
