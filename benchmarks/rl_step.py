@@ -55,7 +55,7 @@ def main() -> None:
     items = tasks.generate(task, "id", args.batch * args.steps, seed=0)
     demos = tasks.demo_items(task, "id", 3, seed=0, faces=True)
     prompts = [tasks.prompt(it, demos) for it in items]
-    reward = lambda i, text: float(tasks.score(text, items[i].values, items[i].target))  # noqa: E731
+    reward = lambda i, text: float(tasks.score(text, items[i].values, items[i].target))
     rl = TrainConfig(method="rl", steps=args.steps, batch=args.batch, group=args.group, lr=3e-4, max_new_tokens=8)
     sft = TrainConfig(method="sft", steps=args.steps, batch=args.batch, lr=3e-4, max_new_tokens=8)
     with train_loop.adapted(m.hf, m.arch, rl) as model:

@@ -20,8 +20,14 @@ from bench.core.errors import BenchError
 from bench.core.registry import probe_def
 from bench.families.generalization import sampling, tasks
 from bench.families.generalization.schemas import StageScores
-from bench.families.generalization.train_loop import TrainConfig, adapted, load_trainable, train, train_flops
-from bench.families.generalization.train_loop import trainable_state
+from bench.families.generalization.train_loop import (
+    TrainConfig,
+    adapted,
+    load_trainable,
+    train,
+    train_flops,
+    trainable_state,
+)
 
 METRICS = ("correct", "rl_gain", "train_loss", "train_reward", "train_flops")
 ARMS = ("sft", "rl", "sft_rl")
@@ -57,8 +63,8 @@ def sft_vs_rl(ctx, *, arms: list[str] = ["sft", "rl"],  # noqa: B006 (never muta
     if adapter not in ("lora", "full") or not set(ops) <= set(tasks.OPS) or n_cards < 1 or steps < 1:
         raise TaskSetupError("adapter must be 'lora' or 'full', ops a subset of '+-*/', n_cards and steps ≥ 1")
     task = tasks.TaskConfig(n_cards, target or None, ops, max_target)
-    cfg = dict(steps=steps, batch=batch, group=group, lr=lr, adapter=adapter, lora_rank=lora_rank,
-               lora_alpha=2 * lora_rank, max_new_tokens=max_new_tokens, temperature=temperature)
+    cfg = {"steps": steps, "batch": batch, "group": group, "lr": lr, "adapter": adapter, "lora_rank": lora_rank,
+           "lora_alpha": 2 * lora_rank, "max_new_tokens": max_new_tokens, "temperature": temperature}
     run = _Run(ctx, task, n_demos, demo_faces, n_train, n_eval, micro_batch, cfg)
     frames = [run.stage("initial")]
     need = set(arms) | ({"sft"} if "sft_rl" in arms else set())
@@ -143,11 +149,11 @@ class _Run:
     def _fit(self, model, cfg: TrainConfig, name: str):
         items = self.train_items
         prompts = self.prompts(items)
-        progress = lambda f, m="": self.ctx.progress(f, f"{name}: {m}")  # noqa: E731
+        progress = lambda f, m="": self.ctx.progress(f, f"{name}: {m}")
         if cfg.method == "sft":
             return train(model, self.tok, cfg, prompts, targets=[f" {it.solution}\n" for it in items],
                          generator=self.ctx.generator(stream=20), progress=progress)
-        reward = lambda i, text: float(tasks.score(text, items[i].values, items[i].target))  # noqa: E731
+        reward = lambda i, text: float(tasks.score(text, items[i].values, items[i].target))
         return train(model, self.tok, cfg, prompts, reward=reward,
                      generator=self.ctx.generator(stream=21 if name == "rl" else 22), progress=progress)
 
@@ -183,11 +189,11 @@ class _Run:
         c = frame[frame["metric"] == "correct"]
         acc = c.groupby(["stage", "split"])["value"].mean()
         flops = frame[frame["metric"] == "train_flops"].set_index("stage")["value"]
-        out = [f"task: {self.task.n_cards} cards, target {self.task.target or 'drawn'}, ops {self.task.ops}; "
-               f"{len(self.train_items)} training hands (J/Q/K = 10), {len(self.eval_items['id'])} held-out hands "
-               f"per split, each with a face card",
-               "training: " + ", ".join(f"{k} {v}" for k, v in self.cfg.items()) + "; same prompts, order, "
-               "optimizer (AdamW) and number of steps for SFT and RL",
+        out = [(f"task: {self.task.n_cards} cards, target {self.task.target or 'drawn'}, ops {self.task.ops}; "
+                f"{len(self.train_items)} training hands (J/Q/K = 10), {len(self.eval_items['id'])} held-out hands "
+                f"per split, each with a face card"),
+               ("training: " + ", ".join(f"{k} {v}" for k, v in self.cfg.items()) + "; same prompts, order, "
+                "optimizer (AdamW) and number of steps for SFT and RL"),
                "accuracy: " + "; ".join(f"{s}/{sp} {v:.3f}" for (s, sp), v in acc.items())]
         out += [f"training FLOPs (estimate) {s}: {v:.3g}" for s, v in flops.items()]
         return out

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Literal
 
 import torch
 
@@ -77,7 +78,7 @@ def load_trainable(model, state: dict[str, torch.Tensor]) -> None:
     params = dict(model.named_parameters())
     missing = set(state) - set(params)
     if missing:
-        raise ValueError(f"{len(missing)} saved tensors have no parameter here, e.g. {sorted(missing)[0]}")
+        raise ValueError(f"{len(missing)} saved tensors have no parameter here, e.g. {min(missing)}")
     with torch.no_grad():
         for n, t in state.items():
             params[n].copy_(t.to(params[n].device, params[n].dtype))
@@ -190,7 +191,7 @@ def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str
             upd_s += time.perf_counter() - t
             tokens += p_len + sum(len(tok(x, add_special_tokens=False)["input_ids"]) for x in tgt)
         else:
-            st = rl_step(model, tok, opt, batch, lambda k, text: reward(idx[k], text), cfg, generator)
+            st = rl_step(model, tok, opt, batch, lambda k, text, idx=idx: reward(idx[k], text), cfg, generator)
             values.append(st.reward)
             gen_s += st.gen_seconds
             upd_s += st.update_seconds

@@ -15,7 +15,7 @@ from bench.core.store import Cache
 
 pytestmark = pytest.mark.embedded
 SPECS = Path(__file__).resolve().parents[3] / "specs" / "generalization"
-TINY = dict(n_train=4, n_eval=10, steps=1, batch=2, group=2, n_demos=1, max_new_tokens=6)
+TINY = {"n_train": 4, "n_eval": 10, "steps": 1, "batch": 2, "group": 2, "n_demos": 1, "max_new_tokens": 6}
 
 
 @pytest.fixture(scope="module")

@@ -104,8 +104,9 @@ class _Model:
         self.arch = arch_mod.inspect(hf)
 
 
-PARAMS = dict(arms=["sft", "rl", "sft_rl"], n_cards=2, target=0, ops="+", n_demos=1, demo_faces=True, n_train=8,
-              n_eval=6, steps=2, batch=2, group=2, lr=1e-3, max_new_tokens=4, micro_batch=8)
+PARAMS = {"arms": ["sft", "rl", "sft_rl"], "n_cards": 2, "target": 0, "ops": "+", "n_demos": 1, "demo_faces": True,
+          "n_train": 8, "n_eval": 6, "steps": 2, "batch": 2, "group": 2, "lr": 1e-3, "max_new_tokens": 4,
+          "micro_batch": 8}
 
 
 def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
@@ -120,6 +121,9 @@ def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
     gain = frame[(frame["metric"] == "rl_gain") & (frame["stage"] == "rl")].set_index(["split", "sample"])["value"]
     c = correct.set_index(["stage", "split", "sample"])["value"]
     assert (gain == (c["rl"] - c["initial"]).reindex(gain.index)).all()
+    from bench.families.generalization.charts import sft_vs_rl_chart
+
+    assert sft_vs_rl_chart(frame).to_dict()["hconcat"]  # accuracy bars beside the loss / reward curves
 
     def boom(*a, **k):
         raise AssertionError("a warm re-run must not generate or train")
