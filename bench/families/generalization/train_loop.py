@@ -1,0 +1,209 @@
+"""Supervised fine-tuning and verifier-reward policy gradient on one model, with LoRA (default) or all weights.
+
+API: :func:`adapted` wraps a loaded HF model for training (and restores it afterwards); :func:`sft_step` and
+:func:`rl_step` are one optimizer step each; :func:`train` runs either for a number of steps over a list of
+prompts and records the curve.  Both methods see the same prompts in the same order and take the same number
+of optimizer steps with the same optimizer, so a comparison between them is at matched budget.
+
+The RL step is GRPO-shaped: `group` completions are sampled per prompt from the current policy, each is scored
+by the verifier (reward 1 or 0), the advantage is the reward minus its group's mean (no division by the group's
+standard deviation, which inflates near-unanimous groups), and the loss is −Σ advantage · mean token log-prob.
+It is on-policy with one update per sample, so the PPO ratio is 1 and needs no clipping; no KL penalty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from bench.families.generalization import sampling
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    method: Literal["sft", "rl"]
+    steps: int = 16
+    batch: int = 4            # prompts per optimizer step
+    group: int = 4            # RL: completions sampled per prompt
+    lr: float = 1e-4
+    adapter: Literal["lora", "full"] = "lora"
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    max_new_tokens: int = 10
+    temperature: float = 1.0
+
+    def describe(self) -> dict:
+        return dict(self.__dict__)
+
+
+@contextlib.contextmanager
+def adapted(hf, arch, cfg: TrainConfig) -> Iterator[torch.nn.Module]:
+    """The model to train: `hf` with LoRA adapters on every attention and FFN projection (removed again on exit,
+    leaving `hf` as it was), or a deep copy of `hf` with every weight trainable (`adapter = "full"`)."""
+    if cfg.adapter == "full":
+        model = copy.deepcopy(hf)
+        for p in model.parameters():
+            p.requires_grad_(True)
+        try:
+            yield model
+        finally:
+            del model
+        return
+    from peft import LoraConfig, get_peft_model
+
+    targets = sorted({name for b in arch.blocks
+                      for name in (b.q, b.k, b.v, b.qkv, b.o, *b.ffn_in, b.ffn_out) if name})
+    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=targets,
+                      bias="none")
+    flags = {n: p.requires_grad for n, p in hf.named_parameters()}
+    peft_model = get_peft_model(hf, lcfg)
+    try:
+        yield peft_model
+    finally:
+        peft_model.unload()  # the base layers go back in place; `hf` is the untouched model again
+        for n, p in hf.named_parameters():
+            p.requires_grad_(flags.get(n, False))
+
+
+def trainable_state(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trainable(model, state: dict[str, torch.Tensor]) -> None:
+    params = dict(model.named_parameters())
+    missing = set(state) - set(params)
+    if missing:
+        raise ValueError(f"{len(missing)} saved tensors have no parameter here, e.g. {min(missing)}")
+    with torch.no_grad():
+        for n, t in state.items():
+            params[n].copy_(t.to(params[n].device, params[n].dtype))
+
+
+def optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.0)
+
+
+def sft_loss(model, tok, prompts: list[str], targets: list[str]) -> torch.Tensor:
+    """Mean token negative log-likelihood of `targets` after `prompts`."""
+    device = next(model.parameters()).device
+    p_ids, p_mask = sampling.encode_prompts(tok, prompts, device)
+    c_ids, c_mask = sampling.encode_completions(tok, targets, device)
+    logp = sampling.token_logprobs(model, p_ids, p_mask, c_ids, c_mask)  # (B, C)
+    return -logp.sum() / c_mask.sum().clamp(min=1)
+
+
+def sft_step(model, tok, opt, prompts: list[str], targets: list[str]) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss = sft_loss(model, tok, prompts, targets)
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def group_advantages(rewards: torch.Tensor, group: int) -> torch.Tensor:
+    """(B·G,) rewards → (B·G,) advantages: each reward minus the mean of its group of `group` samples."""
+    r = rewards.view(-1, group)  # (B, G)
+    return (r - r.mean(dim=1, keepdim=True)).reshape(-1)
+
+
+def pg_loss(comp: sampling.Completions, logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """Policy-gradient loss −mean_i A_i · (mean token log-prob of completion i); its gradient raises the
+    probability of completions with positive advantage."""
+    seq = logp.sum(-1) / comp.mask.sum(-1).clamp(min=1)  # (N,)
+    return -(advantages.to(seq.dtype) * seq).mean()
+
+
+def policy_update(model, opt, comp: sampling.Completions, rewards: torch.Tensor, group: int) -> float:
+    """One optimizer step on the policy-gradient loss of completions `comp` (groups of `group` consecutive
+    samples of one prompt) with their (N,) `rewards`; returns the loss."""
+    adv = group_advantages(rewards, group)
+    opt.zero_grad(set_to_none=True)
+    if not bool((adv != 0).any()):  # every group scored alike: no signal, no pass (the step still counts)
+        opt.step()
+        return 0.0
+    logp = sampling.token_logprobs(model, comp.prompt_ids, comp.prompt_mask, comp.ids, comp.mask)  # (N, C)
+    loss = pg_loss(comp, logp, adv.to(logp.device))
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+@dataclass(frozen=True)
+class RLStats:
+    reward: float
+    gen_seconds: float
+    update_seconds: float
+    loss: float
+
+
+def rl_step(model, tok, opt, prompts: list[str], reward: Callable[[int, str], float], cfg: TrainConfig,
+            generator: torch.Generator) -> RLStats:
+    """Sample `cfg.group` completions per prompt, score them with `reward(prompt_index, text)`, update once."""
+    import time
+
+    t0 = time.perf_counter()
+    expanded = [p for p in prompts for _ in range(cfg.group)]
+    comp = sampling.decode(model, tok, expanded, cfg.max_new_tokens, generator=generator,
+                           temperature=cfg.temperature, micro_batch=len(expanded))
+    rewards = torch.tensor([reward(i // cfg.group, t) for i, t in enumerate(comp.texts)], dtype=torch.float32)
+    t1 = time.perf_counter()
+    loss = policy_update(model, opt, comp, rewards, cfg.group)
+    return RLStats(float(rewards.mean()), t1 - t0, time.perf_counter() - t1, loss)
+
+
+@dataclass(frozen=True)
+class Curve:
+    step: tuple[int, ...]
+    value: tuple[float, ...]  # SFT: training loss; RL: mean reward of the step's samples
+    gen_seconds: float
+    update_seconds: float
+    tokens: int               # tokens passed through the model in training passes (prompt + completion)
+    gen_tokens: int           # tokens passed through while sampling (prompt once + each new token)
+
+
+def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str] | None = None,
+          reward: Callable[[int, str], float] | None = None, generator: torch.Generator,
+          progress: Callable[[float, str], None] = lambda f, m="": None) -> Curve:
+    """`cfg.steps` optimizer steps over `prompts` in order (cycling), `cfg.batch` prompts a step.
+
+    SFT needs `targets` (verified solutions, one per prompt); RL needs `reward(prompt index, text)`.
+    """
+    import time
+
+    opt = optimizer(model, cfg)
+    steps, values = [], []
+    gen_s = upd_s = 0.0
+    tokens = gen_tokens = 0
+    n = len(prompts)
+    for s in range(cfg.steps):
+        idx = [(s * cfg.batch + j) % n for j in range(cfg.batch)]
+        batch = [prompts[i] for i in idx]
+        p_len = sum(len(tok(p)["input_ids"]) for p in batch)
+        if cfg.method == "sft":
+            t = time.perf_counter()
+            tgt = [targets[i] for i in idx]
+            values.append(sft_step(model, tok, opt, batch, tgt))
+            upd_s += time.perf_counter() - t
+            tokens += p_len + sum(len(tok(x, add_special_tokens=False)["input_ids"]) for x in tgt)
+        else:
+            st = rl_step(model, tok, opt, batch, lambda k, text, idx=idx: reward(idx[k], text), cfg, generator)
+            values.append(st.reward)
+            gen_s += st.gen_seconds
+            upd_s += st.update_seconds
+            tokens += cfg.group * (p_len + cfg.max_new_tokens)
+            gen_tokens += cfg.group * (p_len + cfg.max_new_tokens)
+        steps.append(s)
+        progress((s + 1) / cfg.steps, f"{cfg.method} step {s + 1}/{cfg.steps}")
+    return Curve(tuple(steps), tuple(values), gen_s, upd_s, tokens, gen_tokens)
+
+
+def train_flops(n_params: int, cfg: TrainConfig, curve: Curve) -> float:
+    """Estimated training FLOPs: 2N per token forward, backward 4N (all weights) or 2N (LoRA: activation
+    gradients only, the adapters' own gradients are negligible); sampling adds 2N per token it processes."""
+    back = 4 if cfg.adapter == "full" else 2
+    return float(n_params) * ((2 + back) * curve.tokens + 2 * curve.gen_tokens)

@@ -1,0 +1,87 @@
+"""Cost of one RL step of the generalization family, measured in one run.
+
+    python benchmarks/rl_step.py [--model smollm2-135m] [--steps 3] [--batch 2] [--group 4] [--threads 2]
+
+On the smoke task (two cards summed, three demonstrations), with LoRA as the specs use it, prints:
+* seconds per RL step and the share of it spent sampling completions vs in the policy update;
+* seconds per SFT step on the same prompts, and RL ÷ SFT step time (matched steps are not matched compute);
+* greedy decoding of the same prompts with the KV cache vs recomputing the whole prefix every token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _no_cache_decode(model, tok, prompts, max_new_tokens):
+    """Greedy decoding that re-runs the growing sequence every token (the baseline for the KV cache)."""
+    import torch
+
+    from bench.families.generalization import sampling
+
+    ids, mask = sampling.encode_prompts(tok, prompts, "cpu")
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            res = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                        use_cache=False, logits_to_keep=1)
+            nxt = res.logits[:, -1].argmax(-1, keepdim=True)
+            ids, mask = torch.cat([ids, nxt], 1), torch.cat([mask, torch.ones_like(nxt)], 1)
+    return ids
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    import torch
+
+    from bench import models
+    from bench.families.generalization import sampling, tasks, train_loop
+    from bench.families.generalization.train_loop import TrainConfig
+
+    torch.set_num_threads(args.threads)
+    m = models.load(models.resolve(args.model), "cpu")
+    task = tasks.TaskConfig(n_cards=2, target=None, ops="+")
+    items = tasks.generate(task, "id", args.batch * args.steps, seed=0)
+    demos = tasks.demo_items(task, "id", 3, seed=0, faces=True)
+    prompts = [tasks.prompt(it, demos) for it in items]
+    reward = lambda i, text: float(tasks.score(text, items[i].values, items[i].target))
+    rl = TrainConfig(method="rl", steps=args.steps, batch=args.batch, group=args.group, lr=3e-4, max_new_tokens=8)
+    sft = TrainConfig(method="sft", steps=args.steps, batch=args.batch, lr=3e-4, max_new_tokens=8)
+    with train_loop.adapted(m.hf, m.arch, rl) as model:
+        t = time.perf_counter()
+        curve = train_loop.train(model, m.tokenizer, rl, prompts, reward=reward, generator=torch.Generator())
+        rl_s = (time.perf_counter() - t) / args.steps
+    with train_loop.adapted(m.hf, m.arch, sft) as model:
+        t = time.perf_counter()
+        train_loop.train(model, m.tokenizer, sft, prompts, targets=[f" {it.solution}\n" for it in items],
+                         generator=torch.Generator())
+        sft_s = (time.perf_counter() - t) / args.steps
+    expanded = [p for p in prompts[: args.batch] for _ in range(args.group)]
+    t = time.perf_counter()
+    sampling.decode(m.hf, m.tokenizer, expanded, 8, micro_batch=len(expanded))
+    cached = time.perf_counter() - t
+    t = time.perf_counter()
+    _no_cache_decode(m.hf, m.tokenizer, expanded, 8)
+    uncached = time.perf_counter() - t
+    gen, upd = curve.gen_seconds, curve.update_seconds
+    print(f"model {args.model}, {args.threads} threads, {args.batch} prompts × {args.group} samples, "
+          f"{args.steps} steps")
+    print(f"RL step: {rl_s:.2f} s; sampling {gen / (gen + upd):.0%}, update {upd / (gen + upd):.0%}")
+    print(f"SFT step: {sft_s:.2f} s; RL ÷ SFT step time = {rl_s / sft_s:.2f}×")
+    print(f"greedy decoding, 8 tokens × {len(expanded)} prompts: KV cache {cached:.2f} s, without {uncached:.2f} s "
+          f"(speed-up {uncached / cached:.2f}×)")
+
+
+if __name__ == "__main__":
+    main()

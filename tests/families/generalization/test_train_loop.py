@@ -1,0 +1,150 @@
+"""The trainer on tiny hand-built models: the policy-gradient sign, SFT raising accuracy, adapters leaving the
+model as it was, and the probe's caching (a warm re-run trains and generates nothing)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from bench.core import schemas
+from bench.core.context import ProbeContext
+from bench.core.store import Cache
+from bench.families.generalization import probes, sampling, tasks, train_loop
+from bench.families.generalization.train_loop import TrainConfig
+from bench.models import arch as arch_mod
+from tests.conftest import build_tiny
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _completions(tok, prompt: str, texts: list[str]) -> sampling.Completions:
+    p_ids, p_mask = sampling.encode_prompts(tok, [prompt] * len(texts), "cpu")
+    c_ids, c_mask = sampling.encode_completions(tok, texts, "cpu")
+    return sampling.Completions(p_ids, p_mask, c_ids, c_mask, tuple(texts))
+
+
+def _seq_logp(model, comp) -> torch.Tensor:
+    with torch.no_grad():
+        return sampling.token_logprobs(model, comp.prompt_ids, comp.prompt_mask, comp.ids, comp.mask).sum(-1)
+
+
+@pytest.mark.parametrize("adapter", ["lora", "full"])
+def test_reward_raises_the_probability_of_the_rewarded_answer(tiny_tokenizer, adapter):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    cfg = TrainConfig(method="rl", lr=3e-3 if adapter == "lora" else 1e-3, adapter=adapter)
+    comp = _completions(tiny_tokenizer, "Cards: 3, K. Target: 13.\nAnswer:", [" 3+10\n", " 9*4\n"])
+    rewards = torch.tensor([1.0, 0.0])  # one group of two samples: the first is right
+    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
+        before = _seq_logp(model, comp)
+        opt = train_loop.optimizer(model, cfg)
+        for _ in range(3):
+            train_loop.policy_update(model, opt, comp, rewards, group=2)
+        after = _seq_logp(model, comp)
+    assert after[0] > before[0] + 0.05  # rewarded answer up
+    assert after[1] < before[1] - 0.05  # unrewarded answer down
+
+
+def test_advantages_are_centred_per_group():
+    adv = train_loop.group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0]), group=3)
+    assert torch.allclose(adv, torch.tensor([2 / 3, -1 / 3, -1 / 3, -2 / 3, 1 / 3, 1 / 3]))
+
+
+def test_no_signal_no_change(tiny_tokenizer):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    cfg = TrainConfig(method="rl", lr=1e-2)
+    comp = _completions(tiny_tokenizer, "Answer:", [" 1\n", " 2\n"])
+    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
+        before = _seq_logp(model, comp)
+        train_loop.policy_update(model, train_loop.optimizer(model, cfg), comp, torch.tensor([1.0, 1.0]), 2)
+        assert torch.equal(_seq_logp(model, comp), before)
+
+
+def test_lora_leaves_the_model_as_it_was(tiny_tokenizer):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    ids = torch.tensor([[1, 5, 9, 20]])
+    with torch.no_grad():
+        ref = hf(input_ids=ids).logits
+    cfg = TrainConfig(method="sft", lr=1e-2)
+    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
+        n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        assert 0 < n_train < sum(p.numel() for p in hf.parameters())
+        opt = train_loop.optimizer(model, cfg)
+        train_loop.sft_step(model, tiny_tokenizer, opt, ["Answer:"], [" 7\n"])
+    with torch.no_grad():
+        assert torch.equal(hf(input_ids=ids).logits, ref)
+    assert type(hf).__name__ == "LlamaForCausalLM"
+
+
+def _accuracy(model, tok, items) -> float:
+    comp = sampling.decode(model, tok, [tasks.prompt(it) for it in items], 6)
+    return sum(tasks.score(t, it.values, it.target) for t, it in zip(comp.texts, items)) / len(items)
+
+
+def test_sft_raises_in_distribution_accuracy(tiny_tokenizer):
+    # two cards, one a face card, summing to 20: under the J/Q/K = 10 rule every answer is "10+10", which a tiny
+    # random model learns from a few verified solutions and then gets right on held-out hands
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    task = tasks.TaskConfig(n_cards=2, target=20, ops="+")
+    train_items = tasks.generate(task, "id", 8, seed=0, need_face=True)
+    held_out = tasks.generate(task, "id", 4, seed=1, need_face=True)
+    cfg = TrainConfig(method="sft", steps=60, batch=4, lr=1e-2, adapter="full")
+    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
+        before = _accuracy(model, tiny_tokenizer, held_out)
+        curve = train_loop.train(model, tiny_tokenizer, cfg, [tasks.prompt(it) for it in train_items],
+                                 targets=[f" {it.solution}\n" for it in train_items], generator=torch.Generator())
+        after = _accuracy(model, tiny_tokenizer, held_out)
+    assert before == 0.0 and after == 1.0
+    assert curve.value[-1] < 0.2 * curve.value[0]
+
+
+class _Model:
+    def __init__(self, hf, tok):
+        self.hf, self.tokenizer, self.fingerprint = hf, tok, "tiny-test"
+        self.arch = arch_mod.inspect(hf)
+
+
+PARAMS = {"arms": ["sft", "rl", "sft_rl"], "n_cards": 2, "target": 0, "ops": "+", "n_demos": 1, "demo_faces": True,
+          "n_train": 8, "n_eval": 6, "steps": 2, "batch": 2, "group": 2, "lr": 1e-3, "max_new_tokens": 4,
+          "micro_batch": 8}
+
+
+def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    ctx = ProbeContext(model=_Model(hf, tiny_tokenizer), seed=0, cache=Cache(tmp_path))
+    frame = schemas.validate(probes.sft_vs_rl(ctx, **PARAMS), probes.StageScores, probes.METRICS)
+    correct = frame[frame["metric"] == "correct"]
+    assert set(correct["stage"]) == {"initial", "sft", "rl", "sft_rl"}
+    assert correct.groupby(["stage", "split"]).size().eq(6).all()
+    assert (frame[frame["metric"] == "train_flops"]["value"] > 0).all()
+    assert len(frame[frame["metric"] == "train_reward"]) == 4 and len(frame[frame["metric"] == "train_loss"]) == 2
+    gain = frame[(frame["metric"] == "rl_gain") & (frame["stage"] == "rl")].set_index(["split", "sample"])["value"]
+    c = correct.set_index(["stage", "split", "sample"])["value"]
+    assert (gain == (c["rl"] - c["initial"]).reindex(gain.index)).all()
+    from bench.families.generalization.charts import sft_vs_rl_chart
+
+    assert sft_vs_rl_chart(frame).to_dict()["hconcat"]  # accuracy bars beside the loss / reward curves
+
+    def boom(*a, **k):
+        raise AssertionError("a warm re-run must not generate or train")
+
+    monkeypatch.setattr(sampling, "decode", boom)
+    monkeypatch.setattr(probes, "train", boom)
+    again = probes.sft_vs_rl(ctx, **PARAMS)
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)
+
+
+def test_sft_rl_starts_from_the_cached_sft_weights(tiny_tokenizer, tmp_path, monkeypatch):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    ctx = ProbeContext(model=_Model(hf, tiny_tokenizer), seed=0, cache=Cache(tmp_path))
+    probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["sft", "rl"]})
+    methods = []
+    real = probes.train
+
+    def spy(model, tok, cfg, *a, **k):
+        methods.append(cfg.method)
+        return real(model, tok, cfg, *a, **k)
+
+    monkeypatch.setattr(probes, "train", spy)
+    probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["rl", "sft_rl"]})
+    assert methods == ["rl"]  # only the SFT→RL run trains; SFT and RL from the base come from the cache
