@@ -147,7 +147,7 @@ def audit(model, paths, **kw):
 
 def _spec_paths(paths) -> tuple[Path, ...]:
     """The paths given, else ./specs when there is one, else the specs installed with bench."""
-    from bench.resources import default_spec_paths
+    from bench.core.resources import default_spec_paths
 
     return tuple(paths) or default_spec_paths()
 
@@ -156,7 +156,7 @@ def _verify(paths, names, *, audit, profile, device, dtype, revision, as_json, s
             no_report, fail_on, allow_pickle, control, executor, ray_address):
     refs = _resolve_first(names, revision)
     from bench.core import results, run, spec
-    from bench.ui import RichUI, print_summary
+    from bench.core.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, profile=profile, device=device, seed=seed, runs_dir=runs_dir,
@@ -201,7 +201,7 @@ def _render(run_dir: Path, report_dir: Path, pdf: bool, err: bool = False) -> No
 @_guard
 def report(run_, runs_dir, out, pdf):
     from bench.core.store import find_run, load_record
-    from bench.ui import print_summary
+    from bench.core.ui import print_summary
 
     run_dir = find_run(run_, runs_dir)
     record = load_record(run_dir)
@@ -237,8 +237,8 @@ def validate(paths):
 @_guard
 def list_(paths, as_json, markdown, output):
     from bench.core import spec
+    from bench.core.ui import print_specs
     from bench.report import catalogue
-    from bench.ui import print_specs
 
     specs = spec.load_specs(_spec_paths(paths))
     if not (as_json or markdown):
@@ -258,7 +258,7 @@ def list_(paths, as_json, markdown, output):
 @click.option("--path", "path_only", is_flag=True, help="Print the folder only.")
 @_guard
 def specs(path_only):
-    from bench.resources import default_spec_paths
+    from bench.core.resources import default_spec_paths
 
     (where,) = default_spec_paths()
     if path_only:
@@ -274,7 +274,7 @@ def specs(path_only):
 @_guard
 def models(prepare):
     from bench import models as m
-    from bench.ui import print_models
+    from bench.core.ui import print_models
 
     if prepare:
         for alias in m.ALIASES:
@@ -295,7 +295,7 @@ def models(prepare):
 def diff(run_a, run_b, runs_dir, html_out):
     from bench.core.diff import diff_runs
     from bench.core.store import find_run, load_record
-    from bench.ui import print_diff
+    from bench.core.ui import print_diff
 
     a, b = (load_record(find_run(r, runs_dir)) for r in (run_a, run_b))
     rows = diff_runs(a, b)
@@ -320,7 +320,7 @@ def diff(run_a, run_b, runs_dir, html_out):
 def compare(run_a, run_b, model_a, model_b, runs_dir, seed, html_out):
     from bench.core.compare import compare_runs
     from bench.core.store import find_run, load_record
-    from bench.ui import print_compare
+    from bench.core.ui import print_compare
 
     dir_a = find_run(run_a, runs_dir)
     dir_b = find_run(run_b, runs_dir) if run_b else dir_a

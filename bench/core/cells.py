@@ -133,7 +133,7 @@ class ModelCells:
 
 def portable_spec(described: dict[str, Any]) -> dict[str, Any]:
     """A spec description whose file path is relative to its specs root: records name no machine folders."""
-    from bench.resources import relative_spec_path
+    from bench.core.resources import relative_spec_path
 
     return {**described, "path": relative_spec_path(described["path"])}
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections import Counter
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+from bench.core.resources import relative_spec_path
 from bench.report.words import describe
-from bench.resources import relative_spec_path
 
 HEADER = """# Claims
 

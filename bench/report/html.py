@@ -10,12 +10,12 @@ from typing import Any
 
 import jinja2
 
+from bench.core.resources import relative_spec_path, templates_dir
 from bench.core.store import load_cell_frame
 from bench.models.controls import control_outcomes, flag
 from bench.report import charts
 from bench.report.references import nearest, placement_chart
 from bench.report.words import describe
-from bench.resources import relative_spec_path, templates_dir
 
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")
 

@@ -69,7 +69,8 @@ def _run(tmp_path, name: str, model: str, claims: dict[str, pd.DataFrame]) -> tu
         rel = f"frames/{claim}/{model}.parquet"
         (d / rel).parent.mkdir(parents=True, exist_ok=True)
         f.to_parquet(d / rel)
-        cells.append({"spec": {"id": claim, "verdict": {"metric": "m"}}, "model": model, "frame": rel})
+        cells.append({"spec": {"id": claim, "verdict": {"metric": "m"}}, "model": model, "frame": rel,
+                      "verdict": {"outcome": "SUPPORTED"}})
     from bench.core.store import RECORD_FORMAT
 
     rec = {"format": RECORD_FORMAT, "run_id": name, "status": "complete", "cells": cells}

@@ -98,7 +98,7 @@ def test_every_rule_has_a_sentence(specs_dir):
 
 
 def test_specs_command_and_default_paths(cli, chdir_tmp):
-    from bench.resources import installed_specs
+    from bench.core.resources import installed_specs
 
     r = cli("specs", "--path")  # no ./specs in this folder: the installed (or checkout) specs
     assert r.exit_code == 0 and Path(r.stdout.strip()) == installed_specs().resolve()

@@ -26,8 +26,15 @@ from bench.core.errors import BenchError, ModelError
 from bench.core.registry import probe_def
 from bench.corpora.tagged import SPECIAL
 from bench.families.microscope.contextual import DecoderConfig, Pool, fit, other_text
-from bench.families.microscope.layerpass import Item, batches, block_states, finish, layer_pass_memo, pad_id, \
-    prepare_items
+from bench.families.microscope.layerpass import (
+    Item,
+    batches,
+    block_states,
+    finish,
+    layer_pass_memo,
+    pad_id,
+    prepare_items,
+)
 from bench.families.microscope.schemas import TokenLayerMetrics
 
 METRICS = ("context_loss", "context_loss_blind", "context_loss_shuffled", "token_error_mean",

@@ -9,7 +9,6 @@ import torch
 
 from bench.families.circuits import direct_path as dp
 from bench.models import arch as arch_mod
-
 from tests.conftest import build_tiny
 
 V = 24

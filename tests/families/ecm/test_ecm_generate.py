@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from bench.families.ecm.generate import cut, greedy, left_pad
-
 from tests.conftest import build_tiny
 
 

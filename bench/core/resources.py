@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # the bench package
 DATA = PACKAGE / "_data"
 CHECKOUT = PACKAGE.parent
 
