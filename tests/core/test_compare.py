@@ -73,7 +73,7 @@ def _run(tmp_path, name: str, model: str, claims: dict[str, pd.DataFrame]) -> tu
                       "verdict": {"outcome": "SUPPORTED"}})
     from bench.core.store import RECORD_FORMAT
 
-    rec = {"format": RECORD_FORMAT, "run_id": name, "status": "complete", "cells": cells}
+    rec = {"format": RECORD_FORMAT, "run_id": name, "status": "complete", "device": {"type": "cpu"}, "cells": cells}
     (d / "record.json").write_text(json.dumps(rec))
     return rec, d
 
