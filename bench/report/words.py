@@ -190,6 +190,35 @@ def _arg_extreme(p):
     return f"{among}the {p['over']} where `{p['metric']}` is {which} is {target}, {test}"
 
 
+def _mcnemar_gain(p):
+    return (f"accuracy under [{_sel(p['a'])}] minus under [{_sel(p['b'])}], paired by {p.get('unit', 'item')}, is > "
+            f"{p.get('min', 0.0):g} (exact McNemar test, {_alpha(p)}; paired bootstrap interval)")
+
+
+def _accuracy_floor(p):
+    return (f"the share of correct `{p.get('metric', 'correct')}` items{_where(p)} is > {p['min']:g} (one-sided "
+            f"exact binomial test, {_alpha(p)}; Clopper–Pearson interval)")
+
+
+def _exceeds_baselines(p):
+    names = ", ".join(f"[{_sel(b)}]" for b in p["baselines"])
+    return (f"[{_sel(p['observed'])}] exceeds the {p.get('quantile', 0.99):g} quantile of every baseline ({names}); "
+            f"the claim holds only when it beats each one (intersection–union test, p = the largest p, {_alpha(p)})")
+
+
+def _crossfit_summary(p):
+    skip = []
+    if p.get("skip_first"):
+        skip.append(f"the first {p['skip_first']}")
+    if p.get("skip_last"):
+        skip.append(f"the last {p['skip_last']}")
+    over = p.get("over", "layer")
+    dropped = f", leaving out {' and '.join(skip)} {over}s," if skip else ""
+    return (f"the {p.get('reduce', 'median')} over {over}s{dropped} of the held-out score 1 − Σ `{p['resid']}` / "
+            f"Σ `{p['total']}` (fitted on other {p.get('unit', 'sample')}s) is {_bound(p)} (bootstrap over "
+            f"{p.get('unit', 'sample')}s, {_alpha(p)})")
+
+
 SENTENCES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "threshold": _threshold, "paired_difference": _paired_difference, "exceeds_baseline": _exceeds_baseline,
     "all": _all, "gated": _gated, "group_comparison": _group_comparison, "correlation": _correlation,
@@ -197,6 +226,8 @@ SENTENCES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "layer_summary": _layer_summary, "accuracy_drop": _accuracy_drop, "diagonal_dominance": _diagonal_dominance,
     "binomial_share": _binomial_share, "baseline_ratio": _baseline_ratio, "largest_of": _largest_of,
     "related_exceeds_unrelated": _related_exceeds_unrelated, "arg_extreme": _arg_extreme,
+    "mcnemar_gain": _mcnemar_gain, "accuracy_floor": _accuracy_floor, "exceeds_baselines": _exceeds_baselines,
+    "crossfit_summary": _crossfit_summary,
 }
 
 

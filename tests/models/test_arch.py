@@ -295,6 +295,27 @@ def test_head_weights_match_attention_inputs(name, monkeypatch):
     torch.testing.assert_close(z, v[:, list(hw.kv_head_of)], atol=1e-5, rtol=1e-5)
 
 
+def _falcon_split_seen_by_attention(attn, x):
+    """q, k, v (B, T, heads, dh) as Falcon's own forward hands them to its attention function (rotary off)."""
+    from transformers.models.falcon import modeling_falcon as mf
+
+    seen = {}
+
+    def capture(module, q, k, v, *args, **kwargs):
+        seen.update(q=q, k=k, v=v)
+        return mf.eager_attention_forward(module, q, k, v, *args, **kwargs)
+
+    tf.AttentionInterface.register("capture_qkv", capture)
+    before, mf_rotary = attn.config._attn_implementation, mf.apply_rotary_pos_emb
+    attn.config._attn_implementation = "capture_qkv"
+    mf.apply_rotary_pos_emb = lambda q, k, *a, **kw: (q, k)
+    try:
+        attn(x, None, position_embeddings=(None, None))
+    finally:
+        attn.config._attn_implementation, mf.apply_rotary_pos_emb = before, mf_rotary
+    return tuple(seen[n].transpose(1, 2) for n in "qkv")
+
+
 @pytest.mark.parametrize("name", ["falcon", "falcon_mha", "falcon_new", "neox"])
 def test_fused_split_matches_the_model_own_split(name):
     """The grouped q|k|v split of a fused projection equals the one the model's attention code makes."""
@@ -306,8 +327,10 @@ def test_fused_split_matches_the_model_own_split(name):
     x = torch.randn(2, 3, arch.d_model, generator=torch.Generator().manual_seed(3))
     fused = A.get(model, blk.qkv)(x)  # (B, T, (H + 2·n_kv)·dh)
     q, k, v = (_project(x, W, b) for W, b in ((hw.W_Q, hw.b_Q), (hw.W_K, hw.b_K), (hw.W_V, hw.b_V)))
-    if hasattr(attn, "_split_heads"):  # Falcon: returns (B, T, heads, dh); new decoder broadcasts k/v per query
+    if hasattr(attn, "_split_heads"):  # Falcon before 5.25: (B, T, heads, dh); new decoder broadcasts k/v per query
         mq, mk, mv = (t.reshape(2, 3, -1, dh) for t in attn._split_heads(fused))
+    elif "falcon" in type(attn).__module__:  # later Falcon splits inline: read q, k, v where its attention gets them
+        mq, mk, mv = _falcon_split_seen_by_attention(attn, x)
     else:  # GPT-NeoX reshapes to (B, T, H, 3·dh) and chunks
         per = fused.view(2, 3, arch.n_heads, 3 * dh)
         mq, mk, mv = per[..., :dh], per[..., dh:2 * dh], per[..., 2 * dh:]

@@ -53,5 +53,6 @@ def test_norm_probes_run_on_parallel_blocks(cli, specs_dir, tiny_tokenizer, tmp_
         assert fold["outcome"] == "SUPPORTED", fold  # folding is exact on every layout bench reads
         assert fold["estimate"] is not None and fold["estimate"] <= 1e-4
         layer = rows["microscope.layers-nearly-linear", f"tiny-{family}"]
-        assert layer["outcome"] in ("SUPPORTED", "REFUTED"), layer  # it measured; random weights decide
-        assert 0.0 <= layer["estimate"] <= 1.0
+        # it measured (12 texts of a random model: the held-out CI may well straddle the threshold)
+        assert layer["outcome"] in ("SUPPORTED", "REFUTED", "INCONCLUSIVE"), (layer["reason"], layer)
+        assert layer["estimate"] is not None and 0.0 <= layer["estimate"] <= 1.0, layer

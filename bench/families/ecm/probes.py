@@ -46,13 +46,13 @@ def icl_demonstrations(ctx, *, tasks: list[str] = ["capital", "uppercase", "succ
 
 
 @probe_def("cot_multistep", version=1, schema=ItemScores, metrics=("correct",))
-def cot_multistep(ctx, *, n_items: int = 40, n_demos: int = 4, steps: list[int] = [2, 3],  # noqa: B006
+def cot_multistep(ctx, *, n_items: int = 40, n_demos: int = 4, step_counts: list[int] = [2, 3],  # noqa: B006
                   max_new_tokens_cot: int = 48, max_new_tokens_direct: int = 10, batch: int = 64) -> pd.DataFrame:
     """Each word problem answered after worked (chain-of-thought) and after direct-answer demonstrations."""
-    if n_items < 1 or n_demos < 0 or not steps or min(steps) < 1:
+    if n_items < 1 or n_demos < 0 or not step_counts or min(step_counts) < 1:
         raise ValueError("need n_items ≥ 1, n_demos ≥ 0 and step counts ≥ 1")
-    demos = gen.word_problems(n_demos, ctx.seed, stream=0, steps=tuple(steps))
-    items = gen.word_problems(n_items, ctx.seed, stream=1, steps=tuple(steps))
+    demos = gen.word_problems(n_demos, ctx.seed, stream=0, steps=tuple(step_counts))
+    items = gen.word_problems(n_items, ctx.seed, stream=1, steps=tuple(step_counts))
     conds = (("cot", True, max_new_tokens_cot), ("direct", False, max_new_tokens_direct))
     cells = [(c, worked, budget, i, p) for c, worked, budget in conds for i, p in enumerate(items)]
     prefixes = {c: gen.cot_prefix(demos, worked) for c, worked, _ in conds}
