@@ -131,13 +131,17 @@ def _layer_majority(p):
             f"{p.get('unit', 'sample')}s is {_bound(p)} ({_alpha(p)})")
 
 
-def _layer_summary(p):
+def _skipped(p) -> str:
     skip = []
     if p.get("skip_first"):
         skip.append(f"the first {p['skip_first']}")
     if p.get("skip_last"):
         skip.append(f"the last {p['skip_last']}")
-    dropped = f", leaving out {' and '.join(skip)} {p.get('over', 'layer')}s," if skip else ""
+    return f", leaving out {' and '.join(skip)} {p.get('over', 'layer')}s," if skip else ""
+
+
+def _layer_summary(p):
+    dropped = _skipped(p)
     return (f"the {p.get('reduce', 'median')} over {p.get('over', 'layer')}s{dropped} of the per-"
             f"{p.get('over', 'layer')} mean `{p['metric']}`{_where(p)} is {_bound(p)}, exactly (no sampling)")
 
@@ -207,13 +211,7 @@ def _exceeds_baselines(p):
 
 
 def _crossfit_summary(p):
-    skip = []
-    if p.get("skip_first"):
-        skip.append(f"the first {p['skip_first']}")
-    if p.get("skip_last"):
-        skip.append(f"the last {p['skip_last']}")
-    over = p.get("over", "layer")
-    dropped = f", leaving out {' and '.join(skip)} {over}s," if skip else ""
+    over, dropped = p.get("over", "layer"), _skipped(p)
     return (f"the {p.get('reduce', 'median')} over {over}s{dropped} of the held-out score 1 − Σ `{p['resid']}` / "
             f"Σ `{p['total']}` (fitted on other {p.get('unit', 'sample')}s) is {_bound(p)} (bootstrap over "
             f"{p.get('unit', 'sample')}s, {_alpha(p)})")

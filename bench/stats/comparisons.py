@@ -104,6 +104,13 @@ def layer_majority(
                      f"{'≥' if side > 0 else '≤'} {bound:g}; {unit_note(unit, m.shape[0])}", n_units=m.shape[0])
 
 
+def check_skips(skip_first: int, skip_last: int, n: int, over: str = "layer") -> None:
+    """A spec's skips must leave at least one of the model's `n` layers: otherwise the spec does not fit it."""
+    if skip_first < 0 or skip_last < 0 or skip_first + skip_last >= n:
+        raise ValueError(f"skip_first = {skip_first} and skip_last = {skip_last} leave none of this model's "
+                         f"{n} {over}s")
+
+
 @rule_def("layer_summary")
 def layer_summary(
     frame: pd.DataFrame, *, metric: str, reduce: Literal["median", "min", "max", "mean"] = "median",
@@ -117,9 +124,8 @@ def layer_summary(
     if rows.empty:
         return _missing(frame, "layer_summary", metric, where)
     per = rows.groupby(over)["value"].mean().sort_index()
+    check_skips(skip_first, skip_last, len(per), over)
     per = per.iloc[skip_first : len(per) - skip_last]
-    if per.empty:
-        return Verdict(Outcome.INCONCLUSIVE, "no layers left after skipping", "layer_summary", metric, alpha=alpha)
     est = float(getattr(np, reduce)(per.to_numpy(float)))
     label = f"{reduce} {'≥' if side > 0 else '≤'} {bound:g}"
     ok = side * (est - bound) >= 0
@@ -127,6 +133,32 @@ def layer_summary(
            f"{'meets' if ok else 'misses'} {label}; range {per.min():.4g}–{per.max():.4g} (exact)")
     return Verdict(Outcome.SUPPORTED if ok else Outcome.REFUTED, why, "layer_summary", metric, est, n=len(per),
                    effect=est - bound, effect_name="margin", threshold=label, alpha=alpha)
+
+
+def paired_accuracy(frame: pd.DataFrame, rule: str, a: dict[str, Any], b: dict[str, Any], min: float, unit: str,
+                    min_n: int, alpha: float, confidence: float, n_resamples: int, word: str, units: str):
+    """acc(a) − acc(b) > `min` over the `unit`s both conditions share (0/1 rows): the exact one-sided McNemar test
+    (binomial on the discordant pairs) and a paired percentile bootstrap interval.  Returns the verdict, the
+    paired table (None when there is nothing to test), and the counts right only under a / only under b."""
+    name = f"accuracy {_label(a)} − {_label(b)}"
+    ra, rb = _select(frame, a), _select(frame, b)
+    if ra.empty or rb.empty:
+        return _missing(frame, rule, name, a if ra.empty else b), None, 0, 0
+    m = pd.concat([ra.groupby(unit)["value"].mean().rename("a"), rb.groupby(unit)["value"].mean().rename("b")],
+                  axis=1).dropna()
+    n = len(m)
+    est = float(m["a"].mean() - m["b"].mean())
+    if n < min_n:
+        return Verdict(Outcome.INCONCLUSIVE, f"only {n} paired {units} (< {min_n})", rule, name, est, n=n,
+                       alpha=alpha), None, 0, 0
+    n10 = int(((m["a"] > 0.5) & (m["b"] <= 0.5)).sum())
+    n01 = int(((m["a"] <= 0.5) & (m["b"] > 0.5)).sum())
+    p = float(stats.binomtest(n10, n10 + n01, 0.5, alternative="greater").pvalue) if n10 + n01 else 1.0
+    lo, hi, _ = _bootstrap(lambda x: x[..., 0].mean(axis=-1) - x[..., 1].mean(axis=-1), m[["a", "b"]].to_numpy(float),
+                           confidence, n_resamples, bca=False)
+    v = _decide(rule, name, est, lo, hi, p, n, min, +1, f"{word} > {min:g}", alpha, unit=unit, effect=est,
+                effect_name=f"accuracy {word}")
+    return v, m, n10, n01
 
 
 @rule_def("accuracy_drop")
@@ -138,25 +170,11 @@ def accuracy_drop(
     """Accuracy (0/1 rows) under `a` minus under `b`, paired by question, is above `min`: exact McNemar test
     (binomial on the discordant pairs), paired bootstrap interval.  With `smallest_effect` (the smallest drop
     the paper reports) the reason states the test's power to detect it at this n and the n that `power` needs."""
-    name = f"accuracy {_label(a)} − {_label(b)}"
-    ra, rb = _select(frame, a), _select(frame, b)
-    if ra.empty or rb.empty:
-        return _missing(frame, "accuracy_drop", name, a if ra.empty else b)
-    m = pd.concat([ra.groupby(unit)["value"].mean().rename("a"), rb.groupby(unit)["value"].mean().rename("b")],
-                  axis=1).dropna()
+    v, m, n10, n01 = paired_accuracy(frame, "accuracy_drop", a, b, min, unit, min_n, alpha, confidence, n_resamples,
+                                     "drop", "questions")
+    if m is None:
+        return v
     n = len(m)
-    est = float(m["a"].mean() - m["b"].mean())
-    if n < min_n:
-        return Verdict(Outcome.INCONCLUSIVE, f"only {n} paired questions (< {min_n})", "accuracy_drop", name, est,
-                       n=n, alpha=alpha)
-    n10 = int(((m["a"] > 0.5) & (m["b"] <= 0.5)).sum())
-    n01 = int(((m["a"] <= 0.5) & (m["b"] > 0.5)).sum())
-    p = float(stats.binomtest(n10, n10 + n01, 0.5, alternative="greater").pvalue) if n10 + n01 else 1.0
-    mat = m[["a", "b"]].to_numpy(float)
-    lo, hi, _ = _bootstrap(lambda x: x[..., 0].mean(axis=-1) - x[..., 1].mean(axis=-1), mat, confidence,
-                           n_resamples, bca=False)
-    v = _decide("accuracy_drop", name, est, lo, hi, p, n, min, +1, f"drop > {min:g}", alpha, unit=unit, effect=est,
-                effect_name="accuracy drop")
     detail = f" (accuracy {m['a'].mean():.3f} → {m['b'].mean():.3f}; McNemar {n10} lost vs {n01} gained)"
     if smallest_effect:
         pw, need = mcnemar_power(smallest_effect, (n10 + n01) / n, n, alpha, power)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from bench.core.registry import rule_def
 from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _bound, _decide, _missing, _select
+from bench.stats.comparisons import check_skips
 
 REDUCERS = {"median": np.median, "min": np.min, "max": np.max, "mean": np.mean}
 
@@ -37,6 +38,7 @@ def crossfit_summary(
     R = rr.pivot_table(index=unit, columns=over, values="value", aggfunc="sum")
     T = rt.pivot_table(index=unit, columns=over, values="value", aggfunc="sum")
     cols = sorted(set(R.columns) & set(T.columns))
+    check_skips(skip_first, skip_last, len(cols), over)
     cols = cols[skip_first: len(cols) - skip_last]
     units = R.index.intersection(T.index)
     R, T = R.loc[units, cols], T.loc[units, cols]

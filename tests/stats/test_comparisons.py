@@ -116,6 +116,8 @@ def test_layer_summary_rule():
     assert v.outcome is Outcome.REFUTED
     assert evaluate(f, "layer_summary", {"metric": "linearity", "reduce": "max", "max": 0.96}).outcome \
         is Outcome.REFUTED
+    with pytest.raises(ValueError, match="leave none of this model's 6 layers"):  # the spec does not fit
+        evaluate(f, "layer_summary", {"metric": "linearity", "min": 0.9, "skip_first": 3, "skip_last": 3})
 
 
 def qa_frame(orig: list[int], edited: list[int]) -> pd.DataFrame:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from scipy import stats
 
 from bench.core.registry import rule_def
-from bench.stats import Outcome, Verdict, _bootstrap, _decide, _label, _missing, _select
+from bench.stats import Verdict, _label
+from bench.stats.comparisons import paired_accuracy
 
 
 @rule_def("mcnemar_gain")
@@ -22,24 +22,10 @@ def mcnemar_gain(
     min_n: int = 10, alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000,
 ) -> Verdict:
     """acc(a) − acc(b) > `min` on the same items; p from the exact McNemar test of a-only vs b-only wins."""
-    name = f"accuracy {_label(a)} − {_label(b)}"
-    ra, rb = _select(frame, a), _select(frame, b)
-    if ra.empty or rb.empty:
-        return _missing(frame, "mcnemar_gain", name, a if ra.empty else b)
-    m = pd.concat([ra.groupby(unit)["value"].mean().rename("a"), rb.groupby(unit)["value"].mean().rename("b")],
-                  axis=1).dropna()
-    n = len(m)
-    est = float(m["a"].mean() - m["b"].mean())
-    if n < min_n:
-        return Verdict(Outcome.INCONCLUSIVE, f"only {n} paired items (< {min_n})", "mcnemar_gain", name, est,
-                       n=n, alpha=alpha)
-    only_a = int(((m["a"] > 0.5) & (m["b"] <= 0.5)).sum())
-    only_b = int(((m["a"] <= 0.5) & (m["b"] > 0.5)).sum())
-    p = float(stats.binomtest(only_a, only_a + only_b, 0.5, alternative="greater").pvalue) if only_a + only_b else 1.0
-    lo, hi, _ = _bootstrap(lambda x: x[..., 0].mean(axis=-1) - x[..., 1].mean(axis=-1), m[["a", "b"]].to_numpy(float),
-                           confidence, n_resamples, bca=False)
-    v = _decide("mcnemar_gain", name, est, lo, hi, p, n, min, +1, f"gain > {min:g}", alpha, effect=est,
-                effect_name="accuracy gain")
+    v, m, only_a, only_b = paired_accuracy(frame, "mcnemar_gain", a, b, min, unit, min_n, alpha, confidence,
+                                           n_resamples, "gain", "items")
+    if m is None:
+        return v
     detail = (f" (accuracy {m['b'].mean():.3f} → {m['a'].mean():.3f}; McNemar: {only_a} items right only with "
               f"{_label(a)}, {only_b} only with {_label(b)})")
     return Verdict(**{**v.__dict__, "reason": v.reason + detail})

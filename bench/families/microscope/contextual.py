@@ -115,7 +115,9 @@ def decoder_copy(model, n_layers: int):
     L = model.arch.n_layers
     list_path = model.arch.blocks[0].path.rpartition(".")[0]
     blocks = hf.get_submodule(list_path)
-    keep = n_layers if 0 < n_layers < L else L
+    if not 0 <= n_layers <= L:
+        raise ValueError(f"decoder_layers = {n_layers}, but this model has {L} blocks (0 keeps them all)")
+    keep = n_layers or L
     shared.update({id(b): b for b in list(blocks)[keep:]})  # dropped below, so never copied
     decoder = copy.deepcopy(hf, memo=shared)
     decoder.eval()  # no dropout; gradients still flow

@@ -187,6 +187,8 @@ def test_decoder_copy_truncates_and_leaves_the_model_alone(loaded_tiny):
         loaded_tiny.hf.model.layers[0].self_attn.q_proj.weight.data_ptr()
     assert dec.get_input_embeddings() is loaded_tiny.hf.get_input_embeddings()  # shared, frozen, not copied
     assert dec(input_ids=torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, loaded_tiny.hf.config.vocab_size)
+    with pytest.raises(ValueError, match="decoder_layers = 3, but this model has 2 blocks"):
+        decoder_copy(loaded_tiny, 3)  # more blocks than the model has: an error, not a silent "all"
 
 
 def test_only_full_prefixes_are_examples():
