@@ -95,13 +95,21 @@ class ModelRef:
     revision: str | None = None  # the hub commit sha (kind "hub" only)
 
     @property
+    def base(self) -> "ModelRef":
+        """The trained model a control is made from (itself when it is no control)."""
+        if not self.control:
+            return self
+        from bench.models import controls
+
+        return replace(self, name=controls.split(self.name)[0], control=None)
+
+    @property
     def display(self) -> str:
         """The short name shown in tables, charts and titles: the alias, the hub repo id, or the file stem."""
         if self.control:
             from bench.models import controls
 
-            base = replace(self, name=controls.split(self.name)[0], control=None)
-            return controls.name_of(base.display, self.control)
+            return controls.name_of(self.base.display, self.control)
         if self.kind == "alias":
             return self.name
         if self.kind == "hub":
@@ -114,7 +122,7 @@ class ModelRef:
         if self.control:
             from bench.models import controls
 
-            return controls.fingerprint(replace(self, control=None).fingerprint(), self.control)
+            return controls.fingerprint(self.base.fingerprint(), self.control)
         if self.kind in ("alias", "gguf"):
             return "gguf-sha256:" + _file_hash(self._gguf())
         if self.kind == "path":
@@ -122,7 +130,7 @@ class ModelRef:
         return f"hub:{hub.split_revision(self.name)[0]}@{self.revision}"
 
     def _gguf(self) -> Path:
-        return ALIASES[self.name].gguf_path() if self.kind == "alias" else Path(self.location)
+        return ALIASES[self.base.name].gguf_path() if self.kind == "alias" else Path(self.location)
 
 
 @dataclass

@@ -53,3 +53,21 @@ def test_flag_only_when_the_control_supports_the_claim():
     assert controls.flag("c1", "m", control) == controls.FLAG
     assert controls.flag("c2", "m", control) is None
     assert control[("c2", "m")] == "REFUTED"
+
+
+def test_control_of_an_embedded_alias_hashes_the_alias_own_file(tmp_path, monkeypatch):
+    """`smollm2-135m+random-init` is found by its base alias (the control's name is no alias itself)."""
+    from bench.models import loading
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF weights")
+
+    class Fake:
+        def gguf_path(self):
+            return gguf
+
+    monkeypatch.setitem(loading.ALIASES, "fake-alias", Fake())
+    base = loading.ModelRef("fake-alias", "alias", "fake-alias")
+    ctl = loading.ModelRef("fake-alias+random-init", "alias", "fake-alias", control="random-init")
+    assert ctl.base == base and ctl._gguf() == gguf and ctl.display == "fake-alias+random-init"
+    assert ctl.fingerprint() != base.fingerprint() and base.fingerprint() in ctl.fingerprint()
