@@ -23,7 +23,8 @@ from bench.core.errors import SpecError, did_you_mean
 SPEC_VERSION = 1
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 TOP_KEYS = ("id", "title", "source", "claim", "spec_version", "models", "data", "measure", "verdict",
-            "reference", "profiles")
+            "reference", "profiles", "control")
+CONTROL_KEYS = ("holds",)  # [control] holds = "why the claim is true of any weights, trained or not"
 REQUIRED = ("id", "title", "source", "claim", "spec_version", "models", "measure", "verdict")
 MODEL_KEYS = ("default", "paper")
 REFERENCE_KEYS = ("model", "metric", "value", "where", "note")
@@ -60,6 +61,7 @@ class Spec:
     references: tuple[Reference, ...] = ()
     profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
     profile: str | None = None  # the profile applied by `with_profile`, if any
+    control_holds: str = ""  # why a random-initialised control is expected to pass too ("" when it should not)
 
     @property
     def family(self) -> str:
@@ -82,6 +84,8 @@ class Spec:
     def digest(self) -> str:
         """sha256 of everything that defines this spec under its profile (file path excluded)."""
         body = {k: thaw(v) for k, v in self.__dict__.items() if k not in ("path", "profiles")}
+        if not self.control_holds:
+            del body["control_holds"]  # specs that say nothing of their control keep their digest
         body["references"] = [r.__dict__ for r in self.references]
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
@@ -92,7 +96,7 @@ class Spec:
             "family": self.family, "profile": self.profile, "probe": self.probe, "rule": self.rule,
             "params": self.probe_params(), "verdict": self.rule_params(), "hash": self.digest(),
             "models": {"default": list(self.models_default), "paper": list(self.models_paper)},
-            "references": [r.__dict__ for r in self.references],
+            "references": [r.__dict__ for r in self.references], "control_holds": self.control_holds,
         }
 
 
@@ -161,11 +165,16 @@ def _build(raw: dict, text: str, path: Path) -> Spec:
                 err.fail(f"profiles.{name}.measure.probe", "a profile cannot change the probe")
     validate.check_profiles(profiles, data, measure, err.fail)
 
+    control = err.table(raw, "control") if "control" in raw else {}
+    err.unknown(control, CONTROL_KEYS, table="control")
+    if "holds" in control:
+        err.type(control["holds"], str, "control.holds")
+
     return Spec(
         id=spec_id, title=raw["title"].strip(), source=raw["source"].strip(), claim=raw["claim"].strip(),
         path=str(path), models_default=tuple(default), models_paper=tuple(paper), data=freeze(data),
         probe=probe, measure=freeze(measure), rule=rule, verdict=freeze(verdict), references=references,
-        profiles=freeze(profiles),
+        profiles=freeze(profiles), control_holds=control.get("holds", "").strip(),
     )
 
 

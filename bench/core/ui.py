@@ -120,7 +120,7 @@ def print_summary(record: dict[str, Any], run_dir: Path, quiet: bool = False) ->
         counts[outcome] = counts.get(outcome, 0) + 1
         p = v.get("p_adjusted", v.get("p_value"))
         secs = (cell.get("timings") or {}).get("total_s")
-        warn = flag(cell["spec"]["id"], cell["model"], control)
+        warn = flag(cell["spec"], cell["model"], control)
         flagged += warn is not None
         shown = f"[{STYLE.get(outcome, '')}]{outcome}[/]" + (f" [bold yellow]⚠ {warn}[/]" if warn else "")
         t.add_row(cell["spec"]["id"], cell["model"], shown, estimate_text(v),

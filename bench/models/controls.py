@@ -62,8 +62,14 @@ def control_outcomes(cells: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
 
 
 FLAG = "holds on an untrained model"
+MISSED = "fails on its untrained control, which it should pass"
 
 
-def flag(claim: str, model: str, control: dict[tuple[str, str], str]) -> str | None:
-    """The warning for a claim SUPPORTED on the control of `model` (a claim that passes on noise)."""
-    return FLAG if control.get((claim, model)) == "SUPPORTED" else None
+def flag(spec: dict[str, Any], model: str, control: dict[tuple[str, str], str]) -> str | None:
+    """The warning for a claim SUPPORTED on the control of `model` (a claim that passes on noise).  A spec whose
+    ``[control] holds`` says why the claim is true of any weights (an exact identity, say) is warned about the
+    other way round: when its control does not pass."""
+    outcome = control.get((spec["id"], model))
+    if spec.get("control_holds"):
+        return MISSED if outcome is not None and outcome != "SUPPORTED" else None
+    return FLAG if outcome == "SUPPORTED" else None

@@ -104,7 +104,7 @@ def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool,
         "timings": cell.get("timings", {}), "cache_key": cell.get("cache_key"), "cache_hit": cell.get("cache_hit"),
         "fingerprint": cell.get("fingerprint"), "model_ref": cell.get("model_ref"),
         "control_outcome": control.get((cell["spec"]["id"], cell["model"])),
-        "flag": flag(cell["spec"]["id"], cell["model"], control),
+        "flag": flag(cell["spec"], cell["model"], control),
     }
 
 

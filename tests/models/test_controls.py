@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from bench import models
@@ -50,9 +51,28 @@ def test_flag_only_when_the_control_supports_the_claim():
              {"spec": {"id": "c2"}, "model": "m", "verdict": {"outcome": "SUPPORTED"}},
              {"spec": {"id": "c2"}, "model": "m+random-init", "verdict": {"outcome": "REFUTED"}}]
     control = controls.control_outcomes(cells)
-    assert controls.flag("c1", "m", control) == controls.FLAG
-    assert controls.flag("c2", "m", control) is None
+    assert controls.flag({"id": "c1"}, "m", control) == controls.FLAG
+    assert controls.flag({"id": "c2"}, "m", control) is None
     assert control[("c2", "m")] == "REFUTED"
+    # a claim true of any weights by construction says so: its passing control is expected, a failing one is not
+    exact = "an exact identity"
+    assert controls.flag({"id": "c1", "control_holds": exact}, "m", control) is None
+    assert controls.flag({"id": "c2", "control_holds": exact}, "m", control) == controls.MISSED
+    assert controls.flag({"id": "c3", "control_holds": exact}, "m", control) is None  # no control ran
+
+
+def test_control_holds_is_read_from_the_spec(tmp_path, specs_dir):
+    from bench.core.errors import SpecError
+    from bench.core.spec import load_spec
+
+    text = (specs_dir / "circuits" / "norm-folding-is-exact.toml").read_text()
+    assert load_spec(specs_dir / "circuits" / "norm-folding-is-exact.toml").describe()["control_holds"]
+    d = tmp_path / "specs" / "circuits"
+    d.mkdir(parents=True)
+    bad = d / "norm-folding-is-exact.toml"
+    bad.write_text(text.replace('holds = "Folding', 'hold = "Folding'))
+    with pytest.raises(SpecError, match="hold"):
+        load_spec(bad)
 
 
 def test_control_of_an_embedded_alias_hashes_the_alias_own_file(tmp_path, monkeypatch):
