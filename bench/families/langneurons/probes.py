@@ -155,27 +155,28 @@ def layer_distribution(ctx, *, corpus: str = CORPUS, languages: list[str] = [], 
     return frame(rows, notes)
 
 
-@probe_def("deactivation", version=1, schema=LangNeurons, metrics=DEACT_METRICS)
+@probe_def("deactivation", version=2, schema=LangNeurons, metrics=DEACT_METRICS)
 def deactivation(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
                  eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
                  top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
                  plnd_top: float = 0.05, pv_tokens: int = 4096,
                  full: list[Method] = ["lape"],  # noqa: B006
                  diagonal: list[Method] = ["rs"],  # noqa: B006
-                 band: Band = "all", micro_tokens: int = 2048) -> pd.DataFrame:
+                 band: Band = "all", micro_tokens: int = 2048, sized_like: str = "") -> pd.DataFrame:
     """Bits per byte of each language's evaluation texts with each language's neuron set zeroed.
 
     Methods in `full` give the whole ΔBPB matrix (every set × every language); methods in `diagonal` only each
     set on its own language.  `band` keeps only the neurons of some layers (PLND's understanding layers …).
     Rows: bits per text and condition (``method = "none"`` for the unedited model), bytes per text, and the
-    corpus-level ΔBPB = Σ Δbits / Σ bytes per cell.
+    corpus-level ΔBPB = Σ Δbits / Σ bytes per cell.  With `sized_like` ("lape"), every method's set for a
+    language has that method's size for it, so that methods are compared at equal set sizes.
     """
     setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
                    lap_threshold, plnd_top, pv_tokens)
     sp = shared.split(setup, ctx.seed)
     langs = list(sp.evaluation.languages)
     methods = list(dict.fromkeys([*full, *diagonal]))
-    sels = shared.selections(ctx, setup, sp, methods, band=band)
+    sels = shared.selections(ctx, setup, sp, methods, band=band, sized_like=sized_like)
     plan = [(meth, x, langs if meth in full else [x]) for meth in methods for x in langs]
     rows: list[tuple] = []
     base = shared.condition_bits(ctx, setup, sp, neurons=None, langs=langs, micro_tokens=micro_tokens)

@@ -20,6 +20,8 @@ array of flat indices.  Statistics arrive stacked over languages as (K, L, F) ar
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 Selection = dict[str, np.ndarray]
@@ -40,8 +42,10 @@ def percentile_bar(stat: np.ndarray, quantile: float) -> float:
 
 
 def entropy_select(stat: np.ndarray, languages: list[str], *, top_rate: float = 0.01,
-                   bar_quantile: float = 0.95) -> Selection:
-    """LAPE's rule on any non-negative per-language statistic (K, L, F)."""
+                   bar_quantile: float = 0.95, sizes: Mapping[str, int] | None = None) -> Selection:
+    """LAPE's rule on any non-negative per-language statistic (K, L, F).  With `sizes`, each language gets
+    exactly that many neurons (fewer only when fewer pass its bar): its lowest-entropy neurons above the bar,
+    so that methods can be compared at equal set sizes."""
     stat = np.asarray(stat, float)
     if np.any(stat < 0):
         raise ValueError("entropy selection needs non-negative statistics")
@@ -51,6 +55,9 @@ def entropy_select(stat: np.ndarray, languages: list[str], *, top_rate: float = 
     flat = stat.reshape(K, -1)  # (K, L·F)
     above = flat > bar
     ent = np.where(above.any(axis=0), ent, np.inf)
+    if sizes is not None:
+        return {lang: _first(np.argsort(np.where(above[k], ent, np.inf), kind="stable"), above[k], sizes[lang])
+                for k, lang in enumerate(languages)}
     n_select = int(round(top_rate * ent.size))
     order = np.argsort(ent, kind="stable")[:n_select]
     order = order[np.isfinite(ent[order])]
@@ -62,19 +69,33 @@ def lape(p: np.ndarray, languages: list[str], *, top_rate: float = 0.01, bar_qua
 
 
 def lave(mean_act: np.ndarray, languages: list[str], *, top_rate: float = 0.01,
-         bar_quantile: float = 0.95) -> Selection:
-    return entropy_select(np.clip(mean_act, 0.0, None), languages, top_rate=top_rate, bar_quantile=bar_quantile)
+         bar_quantile: float = 0.95, sizes: Mapping[str, int] | None = None) -> Selection:
+    return entropy_select(np.clip(mean_act, 0.0, None), languages, top_rate=top_rate, bar_quantile=bar_quantile,
+                          sizes=sizes)
 
 
 def pv(grad_norm: np.ndarray, languages: list[str], *, top_rate: float = 0.01,
-       bar_quantile: float = 0.95) -> Selection:
-    return entropy_select(grad_norm, languages, top_rate=top_rate, bar_quantile=bar_quantile)
+       bar_quantile: float = 0.95, sizes: Mapping[str, int] | None = None) -> Selection:
+    return entropy_select(grad_norm, languages, top_rate=top_rate, bar_quantile=bar_quantile, sizes=sizes)
 
 
-def lap(p: np.ndarray, languages: list[str], *, threshold: float = 0.95) -> Selection:
-    flat = np.asarray(p, float).reshape(p.shape[0], -1) > threshold  # (K, L·F)
+def lap(p: np.ndarray, languages: list[str], *, threshold: float = 0.95,
+        sizes: Mapping[str, int] | None = None) -> Selection:
+    """Neurons whose activation probability passes `threshold` for exactly one language.  With `sizes`, each
+    language gets that many: the neurons where it is the most probable language, highest probability first."""
+    flat_p = np.asarray(p, float).reshape(p.shape[0], -1)  # (K, L·F)
+    if sizes is not None:
+        top = flat_p.argmax(axis=0)
+        return {lang: _first(np.argsort(-flat_p[k], kind="stable"), top == k, sizes[lang])
+                for k, lang in enumerate(languages)}
+    flat = flat_p > threshold
     only = flat.sum(axis=0) == 1
     return {lang: np.flatnonzero(flat[k] & only).astype(np.int64) for k, lang in enumerate(languages)}
+
+
+def _first(order: np.ndarray, eligible: np.ndarray, n: int) -> np.ndarray:
+    """The first `n` eligible indices of `order`, sorted."""
+    return np.sort(order[eligible[order]][:n]).astype(np.int64)
 
 
 def random_like(reference: Selection, n_neurons: int, seed: int) -> Selection:

@@ -152,24 +152,35 @@ def all_stats(ctx, setup: Setup, sp: parallel.Split) -> dict[str, stats.Stats]:
     return {lang: language_stats(ctx, setup, sp, lang) for lang in sp.selection.languages}
 
 
-def selections(ctx, setup: Setup, sp: parallel.Split, methods, band: str = "all") -> dict[str, select.Selection]:
-    """Neuron sets per method and language (restricted to the layer `band`)."""
+def selections(ctx, setup: Setup, sp: parallel.Split, methods, band: str = "all",
+               sized_like: str = "") -> dict[str, select.Selection]:
+    """Neuron sets per method and language (restricted to the layer `band`).  With `sized_like` (a method),
+    LAP, LAVE and PV give each language as many neurons as that method does (RS always matches LAPE)."""
     m = ctx.model
     langs = list(sp.selection.languages)
     st = all_stats(ctx, setup, sp)
     n_all = m.arch.n_layers * m.arch.d_ffn
     out: dict[str, select.Selection] = {}
     need = set(methods) | ({"lape"} if "rs" in methods else set()) | ({"plnd"} if "rs-plnd" in methods else set())
+    if sized_like:
+        if sized_like not in ("lape", "plnd"):
+            raise ValueError(f"sized_like = '{sized_like}': sizes can follow lape or plnd")
+        first = selections(ctx, setup, sp, [sized_like])[sized_like]
+        sizes = {lang: len(first[lang]) for lang in langs}
+        need.add(sized_like)
+    else:
+        sizes = None
     p = np.stack([st[l].p for l in langs])  # (K, L, F)
     rule = dict(top_rate=setup.top_rate, bar_quantile=setup.bar_quantile)
     if "lape" in need:
         out["lape"] = select.lape(p, langs, **rule)
     if "lap" in need:
-        out["lap"] = select.lap(p, langs, threshold=setup.lap_threshold)
+        out["lap"] = select.lap(p, langs, threshold=setup.lap_threshold, sizes=sizes)
     if "lave" in need:
-        out["lave"] = select.lave(np.stack([st[l].mean for l in langs]), langs, **rule)
+        out["lave"] = select.lave(np.stack([st[l].mean for l in langs]), langs, **rule, sizes=sizes)
     if "pv" in need:
-        out["pv"] = select.pv(np.stack([language_gradients(ctx, setup, sp, l) for l in langs]), langs, **rule)
+        out["pv"] = select.pv(np.stack([language_gradients(ctx, setup, sp, l) for l in langs]), langs, **rule,
+                              sizes=sizes)
     if "plnd" in need:
         out["plnd"] = select.plnd(np.stack([st[l].n_top for l in langs]), [st[l].n_docs for l in langs], langs)
     if "rs" in need:

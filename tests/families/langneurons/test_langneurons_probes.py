@@ -62,6 +62,13 @@ def test_every_probe_runs_validates_and_charts(tiny_ctx):
             assert len(d[d["method"] == "lape"]) == 16 and len(d[d["method"] == "rs"]) == 4
             bits = f[(f["metric"] == "bits") & (f["method"] == "none")]
             assert len(bits) == 16  # 4 texts × 4 languages
+    f = run(tiny_ctx, "deactivation", {**SMALL, "full": ["lape"], "diagonal": ["lap", "lave", "pv", "rs"],
+                                       "sized_like": "lape"})
+    n = f[f["metric"] == "n_ablated"].pivot_table(index="set_lang", columns="method", values="value")
+    assert all((n[m] == n["lape"]).all() for m in ("lap", "lave", "pv", "rs")), n  # every set LAPE's size
+    unsized = run(tiny_ctx, "deactivation", {**SMALL, "full": ["lape"], "diagonal": ["lap"]})
+    u = unsized[unsized["metric"] == "n_ablated"].pivot_table(index="set_lang", columns="method", values="value")
+    assert (u["lap"] != u["lape"]).any(), u  # left to its own rule, LAP's sizes differ
     f = run(tiny_ctx, "crosslingual_similarity", {"corpus": CORPUS, "eval_texts": 4, "n_texts": 4})
     assert set(f["layer"].dropna()) == {0, 1}
     assert chart_for("crosslingual_similarity")(f) is not None

@@ -154,3 +154,20 @@ def test_split_halves_are_complementary_and_distinct():
     assert len(pairs) == 20 and len(set(pairs)) == 20
     for a, b in pairs:
         assert sorted(a + b) == list(range(CHUNKS)) and len(a) == len(b)
+
+
+def test_sizes_give_each_language_its_best_ranked_neurons():
+    """With sizes, a method returns exactly that many neurons per language, its own best-ranked ones."""
+    # two languages, one layer of six neurons; probabilities chosen so every rank is known
+    p = np.array([[[0.90, 0.80, 0.70, 0.10, 0.10, 0.60]],
+                  [[0.10, 0.10, 0.10, 0.95, 0.85, 0.50]]])
+    langs = ["en", "de"]
+    sized = select.lap(p, langs, sizes={"en": 2, "de": 1})
+    assert sized["en"].tolist() == [0, 1] and sized["de"].tolist() == [3]  # highest p where it is the top language
+    assert select.lap(p, langs, sizes={"en": 9, "de": 9})["en"].tolist() == [0, 1, 2, 5]  # all it owns, no more
+    # entropy rule: en's neurons above the bar (0.5 here) by entropy, lowest first: 0 (0.9 vs 0.1), 1, 2, 5
+    bar = {"top_rate": 1.0, "bar_quantile": 0.5}
+    ent = select.entropy_select(p, langs, **bar, sizes={"en": 3, "de": 2})
+    assert ent["en"].tolist() == [0, 1, 2] and ent["de"].tolist() == [3, 4]
+    one = select.lave(p, langs, **bar, sizes={"en": 1, "de": 1})
+    assert one["en"].tolist() == [0] and one["de"].tolist() == [3]
