@@ -81,3 +81,20 @@ def test_nominal_false_positive_rate_on_clustered_texts(name):
 def test_nominal_false_positive_rate_on_clustered_texts_many_seeds(name):
     rate, _ = _rates(name, 2000)
     assert abs(rate - ALPHA) <= 0.02, f"{name}: false-positive rate {rate:.3f}"
+
+
+def _layers(rng, n: int = 30, n_layers: int = 8) -> pd.DataFrame:
+    """Per-text, per-layer values with no layer effect at all: a text effect (sd 1) shared by all its layers."""
+    v = rng.normal(size=n)[:, None] + 0.5 * rng.normal(size=(n, n_layers))
+    s, layer = np.meshgrid(np.arange(n), np.arange(n_layers), indexing="ij")
+    return pd.DataFrame({"sample": s.ravel(), "layer": layer.ravel(), "metric": "m", "value": v.ravel()})
+
+
+@pytest.mark.parametrize("name", ["trend", "layer_majority"])
+def test_layer_rules_keep_their_level_when_layers_carry_nothing(name):
+    """No trend over layers and every layer's mean at the bound: a claim of a rising trend (ρ > 0) or of most
+    layers above 0 is false, and the rule, resampling texts, rejects at most about α of the time."""
+    seeds = 400
+    hits = sum(evaluate(_layers(np.random.default_rng(5000 + s)), name,
+                        {"metric": "m", "min": 0.0, "n_resamples": 199}).p_value < ALPHA for s in range(seeds))
+    assert hits / seeds <= ALPHA + 0.02, f"{name}: false-positive rate {hits / seeds:.3f}"
