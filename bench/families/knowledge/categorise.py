@@ -75,8 +75,8 @@ def _greedy(lm, tok, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, c
     done = torch.zeros(B, dtype=torch.bool)
     eos = tok.eos_token_id
     for _ in range(max_new):
-        res = body(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
-        cache = res.past_key_values
+        res = body(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True)
+        cache = res.cache
         nxt = head(res.last_hidden_state[:, -1]).argmax(-1)                       # (B,)
         for i in range(B):
             if done[i]:
@@ -103,7 +103,7 @@ def answer_after(lm, tok, prefix: str, questions: Sequence[str], *, max_new: int
     if not pre:
         return answer_plain(lm, tok, prefix, questions, max_new=max_new, batch=batch)
     with torch.no_grad():
-        base = body_of(lm)(input_ids=torch.tensor([pre], device=device), use_cache=True).past_key_values
+        base = body_of(lm)(input_ids=torch.tensor([pre], device=device), use_cache=True).cache
     P = len(pre)
     pad = _pad_id(tok)
     answers: list[str] = []
