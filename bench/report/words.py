@@ -146,8 +146,8 @@ def _layer_summary(p):
             f"{p.get('over', 'layer')} mean `{p['metric']}`{_where(p)} is {_bound(p)}, exactly (no sampling)")
 
 
-def _accuracy_drop(p):
-    return (f"accuracy under [{_sel(p['a'])}] minus under [{_sel(p['b'])}], paired by question, is > "
+def _accuracy_drop(p, unit: str = "question"):
+    return (f"accuracy under [{_sel(p['a'])}] minus under [{_sel(p['b'])}], paired by {p.get('unit', unit)}, is > "
             f"{p.get('min', 0.0):g} (exact McNemar test, {_alpha(p)}; paired bootstrap interval)")
 
 
@@ -195,8 +195,7 @@ def _arg_extreme(p):
 
 
 def _mcnemar_gain(p):
-    return (f"accuracy under [{_sel(p['a'])}] minus under [{_sel(p['b'])}], paired by {p.get('unit', 'item')}, is > "
-            f"{p.get('min', 0.0):g} (exact McNemar test, {_alpha(p)}; paired bootstrap interval)")
+    return _accuracy_drop(p, unit="item")
 
 
 def _accuracy_floor(p):
