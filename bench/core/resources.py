@@ -57,6 +57,13 @@ def spec_root(path: str | Path) -> Path | None:
     return None
 
 
+def relative_spec_folder(folder: str | Path) -> str:
+    """A folder of specs relative to its specs root (``circuits``); ``.`` when it lies under none."""
+    p = Path(folder)
+    root = spec_root(p / "_")  # the folder itself may be the root's child
+    return p.resolve().relative_to(root).as_posix() if root is not None else "."
+
+
 def relative_spec_path(path: str | Path) -> str:
     """A spec's path as ``<family>/<file>.toml`` relative to its specs root; the file name when there is none."""
     p = Path(path)

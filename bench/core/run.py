@@ -289,10 +289,10 @@ ModelRef = models.ModelRef
 
 def _portable_family(family: dict[str, Any], shown: dict[str, str]) -> dict[str, Any]:
     """A correction family for the record: its folder relative to the specs root, its model by short name."""
-    from bench.core.resources import relative_spec_path
+    from bench.core.resources import relative_spec_folder
 
-    folder = Path(relative_spec_path(Path(family["folder"]) / "_.toml")).parent.as_posix()
-    return {**family, "folder": folder, "model": shown.get(family["model"], family["model"])}
+    return {**family, "folder": relative_spec_folder(family["folder"]),
+            "model": shown.get(family["model"], family["model"])}
 
 
 def _portable_command(command: str) -> str:

@@ -152,6 +152,9 @@ def all_stats(ctx, setup: Setup, sp: parallel.Split) -> dict[str, stats.Stats]:
     return {lang: language_stats(ctx, setup, sp, lang) for lang in sp.selection.languages}
 
 
+ORDER = ("lape", "lap", "lave", "pv", "plnd", "rs", "rs-plnd")  # the order of the sets, and of their rows
+
+
 def selections(ctx, setup: Setup, sp: parallel.Split, methods, band: str = "all",
                sized_like: str = "") -> dict[str, select.Selection]:
     """Neuron sets per method and language (restricted to the layer `band`).  With `sized_like` (a method),
@@ -161,19 +164,19 @@ def selections(ctx, setup: Setup, sp: parallel.Split, methods, band: str = "all"
     st = all_stats(ctx, setup, sp)
     n_all = m.arch.n_layers * m.arch.d_ffn
     out: dict[str, select.Selection] = {}
+    if sized_like not in ("", "lape", "plnd"):
+        raise ValueError(f"sized_like = '{sized_like}': sizes can follow lape or plnd")
     need = set(methods) | ({"lape"} if "rs" in methods else set()) | ({"plnd"} if "rs-plnd" in methods else set())
     if sized_like:
-        if sized_like not in ("lape", "plnd"):
-            raise ValueError(f"sized_like = '{sized_like}': sizes can follow lape or plnd")
-        first = selections(ctx, setup, sp, [sized_like])[sized_like]
-        sizes = {lang: len(first[lang]) for lang in langs}
         need.add(sized_like)
-    else:
-        sizes = None
     p = np.stack([st[l].p for l in langs])  # (K, L, F)
     rule = dict(top_rate=setup.top_rate, bar_quantile=setup.bar_quantile)
+    # the sets that never follow another's sizes first, so that LAP, LAVE and PV can take theirs
     if "lape" in need:
         out["lape"] = select.lape(p, langs, **rule)
+    if "plnd" in need:
+        out["plnd"] = select.plnd(np.stack([st[l].n_top for l in langs]), [st[l].n_docs for l in langs], langs)
+    sizes = {lang: len(out[sized_like][lang]) for lang in langs} if sized_like else None
     if "lap" in need:
         out["lap"] = select.lap(p, langs, threshold=setup.lap_threshold, sizes=sizes)
     if "lave" in need:
@@ -181,14 +184,12 @@ def selections(ctx, setup: Setup, sp: parallel.Split, methods, band: str = "all"
     if "pv" in need:
         out["pv"] = select.pv(np.stack([language_gradients(ctx, setup, sp, l) for l in langs]), langs, **rule,
                               sizes=sizes)
-    if "plnd" in need:
-        out["plnd"] = select.plnd(np.stack([st[l].n_top for l in langs]), [st[l].n_docs for l in langs], langs)
     if "rs" in need:
         out["rs"] = select.random_like(out["lape"], n_all, ctx.seed)
     if "rs-plnd" in need:
         out["rs-plnd"] = select.random_like(out["plnd"], n_all, ctx.seed + 1)
     band_layers = select.layer_band(band, m.arch.n_layers)
-    return {k: select.restrict_layers(v, band_layers, m.arch.d_ffn) for k, v in out.items() if k in methods}
+    return {k: select.restrict_layers(out[k], band_layers, m.arch.d_ffn) for k in ORDER if k in methods}
 
 
 class _NotCached(Exception):
