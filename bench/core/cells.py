@@ -33,6 +33,7 @@ class ModelCells:
         self.allow_pickle = allow_pickle
         self.shown = shown or name  # the short name records and reports use
         self.loaded: models.LoadedModel | None = None
+        self.companion_models: dict[str, models.LoadedModel] = {}
         self.ref: ModelRef | None = None
         self.fingerprint: str | None = None
         self.unavailable: str | None = None
@@ -56,7 +57,8 @@ class ModelCells:
         if self.unavailable and cell.probe.uses_model:
             verdict = stats.skipped(self.unavailable)
         else:
-            parts = plan.cache_parts(cell, self.fingerprint, _device_type(self.device), self.dtype)
+            parts = plan.cache_parts(cell, self.fingerprint, _device_type(self.device), self.dtype,
+                                     {n: self._companion_fingerprint(n) for n in plan.companions(cell)})
             key = key_of(parts)
             rec["cache_key"] = key
             from bench.core import schemas
@@ -108,9 +110,10 @@ class ModelCells:
                                           allow_pickle=self.allow_pickle, progress=self.ui.note)
                 rec["timings"]["load_s"] = round(time.perf_counter() - t, 3)
             ctx = ProbeContext(model=self.loaded if cell.probe.uses_model else None, seed=cell.seed,
-                               device=torch.device(self.device), cache=self.cache, progress=self.ui.progress)
+                               device=torch.device(self.device), cache=self.cache, progress=self.ui.progress,
+                               companions=lambda name: self._load_companion(name, plan.companions(cell)))
             t = time.perf_counter()
-            frame = cell.probe.fn(ctx, **cell.spec.probe_params())
+            frame = cell.probe.call(ctx, **cell.spec.probe_params())
             rec["timings"]["measure_s"] = round(time.perf_counter() - t, 3)
             return validate(frame), None
         except ModelError as exc:
@@ -126,8 +129,28 @@ class ModelCells:
             rec["traceback"] = traceback.format_exc()
             return None, stats.errored(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
+    def _companion_fingerprint(self, name: str) -> str:
+        try:
+            return models.resolve(name).fingerprint()
+        except ModelError as exc:  # part of the key, so that the cell is measured again once the model is there
+            return f"unavailable: {exc}"
+
+    def _load_companion(self, name: str, declared: list[str]):
+        """A companion model, loaded as this model is; one at a time is kept, for the cells that follow.  Only
+        declared ones: an undeclared model would be missing from the cache key."""
+        if name not in declared:
+            raise BenchError(f"probe asked for model '{name}', which its companions() do not declare "
+                             f"(declared: {', '.join(declared) or 'none'})")
+        if name not in self.companion_models:
+            self.companion_models.clear()
+            self.ui.progress(0.0, f"loading {name}")
+            self.companion_models[name] = models.load(models.resolve(name), self.device, dtype=self.dtype,
+                                                      allow_pickle=self.allow_pickle, progress=self.ui.note)
+        return self.companion_models[name]
+
     def release(self) -> None:
         self.loaded = None
+        self.companion_models.clear()
         gc.collect()
 
 

@@ -1,4 +1,5 @@
-"""What a probe receives besides its parameters: the model, the seed, the cache, a progress callback."""
+"""What a probe receives besides its parameters: the model, the seed, the cache, a progress callback, and the
+other models it declared."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ class ProbeContext:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     cache: Cache | None = None
     progress: Callable[[float, str], None] = lambda fraction, message="": None
+    companions: Callable[[str], Any] | None = None  # name → loaded model, for the models the probe declares
+
+    def companion(self, name: str) -> Any:
+        """Another model this probe reads (declared with ``probe_def(companions=…)``), loaded by the run the way
+        the cell's own model is (device, dtype, pickle policy).  Raises ModelError when it cannot be loaded."""
+        if self.companions is None:
+            from bench.core.errors import ModelError
+
+            raise ModelError(f"no companion models are available to this probe (asked for '{name}')")
+        return self.companions(name)
 
     def generator(self, stream: int = 0) -> torch.Generator:
         """A CPU generator seeded from the run seed; `stream` separates independent draws of one probe."""

@@ -75,14 +75,23 @@ def data_fingerprint(params: dict[str, Any]) -> dict[str, str]:
             if k == "corpus" or (k.endswith("_corpus") and isinstance(v, str))}
 
 
-def cache_parts(cell: Cell, model_fingerprint: str | None, device_type: str, dtype: str) -> dict[str, Any]:
-    """Everything that determines a cell's frame.  The verdict rule is not part of it: verdicts are recomputed."""
+def companions(cell: Cell) -> list[str]:
+    """The other models the cell's probe reads (see ``probe_def(companions=…)``), in a fixed order."""
+    info = cell.probe
+    return sorted(set(info.companions(cell.spec.probe_params(), cell.model))) if info.companions else []
+
+
+def cache_parts(cell: Cell, model_fingerprint: str | None, device_type: str, dtype: str,
+                companion_fingerprints: dict[str, str] | None = None) -> dict[str, Any]:
+    """Everything that determines a cell's frame.  The verdict rule is not part of it: verdicts are recomputed.
+    Companion models enter only when there are some, so the keys of every other cell stay as they were."""
     import torch
     import transformers
 
     info = cell.probe
     params = cell.spec.probe_params()
-    return {
+    extra = {"companions": dict(sorted(companion_fingerprints.items()))} if companion_fingerprints else {}
+    return {**extra,
         "probe": info.name,
         "probe_version": info.version,
         "params": params,

@@ -1,9 +1,10 @@
 """Registries of probes (measurements) and verdict rules, keyed by the names specs use.
 
-A probe is a function ``fn(ctx, *, param: type = default, …) -> DataFrame`` registered with
-:func:`probe_def`; a rule is ``fn(frame, *, param: type = default, …) -> Verdict`` registered with
-:func:`rule_def`.  Their keyword-only parameters, with type annotations, are the parameters a spec may set:
-the registry checks a spec's values against them before anything runs.  Registering a name twice is an error;
+A probe is a function ``fn(ctx, *, param: type = default, …) -> DataFrame`` or ``fn(ctx, p: Table)`` (a typed
+parameter table, see :mod:`bench.core.params`) registered with :func:`probe_def`; a rule is
+``fn(frame, *, param: type = default, …) -> Verdict`` registered with :func:`rule_def`.  Their parameters, with
+type annotations, are the parameters a spec may set: the registry checks a spec's values against them before
+anything runs, and :meth:`ProbeInfo.call` hands a probe its values in the form it declares.  Registering a name twice is an error;
 an unknown name gets a "did you mean".
 """
 
@@ -20,7 +21,9 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Generic, Iterator, Literal, Mapping, TypeVar
 
+from bench.core import params as tables
 from bench.core.errors import did_you_mean
+from bench.core.params import Param
 
 T = TypeVar("T")
 
@@ -101,14 +104,6 @@ RULES: Registry["RuleInfo"] = Registry("rule", _discover_measure)
 
 
 @dataclass(frozen=True)
-class Param:
-    name: str
-    annotation: Any
-    required: bool
-    default: Any = None
-
-
-@dataclass(frozen=True)
 class _Callable:
     name: str
     fn: Callable
@@ -142,6 +137,15 @@ class ProbeInfo(_Callable):
     schema: Any = None  # a pandera DataFrameModel
     metrics: tuple[str, ...] = ()  # metric names the probe's frame may hold
     uses_model: bool = True
+    table: Any = None  # the parameter table's dataclass, for a probe declared as ``fn(ctx, p: Table)``
+    table_default: Any = None  # the instance ``p`` defaults to, whose values are that probe's defaults
+    companions: Callable[[Mapping[str, Any], str], list[str]] | None = None  # other models the probe reads
+
+    def call(self, ctx, **values):
+        """Run the probe on `values` (flat spec parameters): as one built table, or as keyword arguments."""
+        if self.table is None:
+            return self.fn(ctx, **values)
+        return self.fn(ctx, tables.build(self.table, values, self.table_default))
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,24 @@ def _walk(value: Any) -> Iterator[tuple[str, Any]]:
             yield from _walk(v)
 
 
-def _params(fn: Callable, skip_first: bool = True) -> dict[str, Param]:
+def _table(fn: Callable) -> tuple[Any, Any]:
+    """The parameter table of ``fn(ctx, p: Table [= default])`` and its default instance (or None); (None, None)
+    for a function with keyword-only parameters."""
+    positional = [p for p in list(inspect.signature(fn).parameters.values())[1:]
+                  if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if not positional:
+        return None, None
+    ann = typing.get_type_hints(fn).get(positional[0].name)
+    if len(positional) != 1 or not tables.is_table(ann):
+        raise TypeError(f"{fn.__qualname__}: take keyword-only parameters or one parameter table (a dataclass)")
+    default = positional[0].default
+    return ann, (None if default is inspect.Parameter.empty else default)
+
+
+def _params(fn: Callable) -> dict[str, Param]:
+    table, default = _table(fn)
+    if table is not None:
+        return tables.fields(table, default)
     hints = typing.get_type_hints(fn)
     out = {}
     for p in inspect.signature(fn).parameters.values():
@@ -202,12 +223,19 @@ def _params(fn: Callable, skip_first: bool = True) -> dict[str, Param]:
     return out
 
 
-def probe_def(name: str, *, version: int, schema: Any, metrics: tuple[str, ...] = (), uses_model: bool = True):
-    """Register a probe under `name`.  Bump `version` whenever its output for the same input changes."""
+def probe_def(name: str, *, version: int, schema: Any, metrics: tuple[str, ...] = (), uses_model: bool = True,
+              companions: Callable[[Mapping[str, Any], str], list[str]] | None = None):
+    """Register a probe under `name`.  Bump `version` whenever its output for the same input changes.
+
+    `companions(params, model)` names the other models a cell of the probe reads besides its own (e.g. the
+    instruction-tuned variant of a base model): the run loads them for the probe (``ctx.companion(name)``) and
+    their fingerprints enter the cell's cache key, so a changed companion is never served from a stale entry."""
 
     def wrap(fn: Callable) -> Callable:
+        table, default = _table(fn)
         PROBES.add(name, ProbeInfo(name=name, fn=fn, params=types.MappingProxyType(_params(fn)), version=version,
-                                   schema=schema, metrics=tuple(metrics), uses_model=uses_model))
+                                   schema=schema, metrics=tuple(metrics), uses_model=uses_model, table=table,
+                                   table_default=default, companions=companions))
         return fn
 
     return wrap

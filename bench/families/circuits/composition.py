@@ -18,14 +18,14 @@ frame marks the score approximate (``qk_norm`` = 1).
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
 from bench.core.registry import probe_def
-from bench.families.circuits.lm import mean_head_matrix, repeat_scores_memo
+from bench.families.circuits.lm import Repeats, mean_head_matrix
 from bench.families.circuits.schemas import Composition
 from bench.models import arch as arch_mod
 from bench.models import folding
@@ -101,12 +101,17 @@ def folded_head_weights(model, arch, layer: int):
     return W_Q, W_K, W_V, W_O, hw.kv_head_of
 
 
+@dataclass(frozen=True)
+class CompositionParams:
+    repeats: Repeats = Repeats()
+    n_baseline: int = 200
+
+
 @probe_def("k_composition", version=3, schema=Composition, metrics=METRICS)
-def k_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthetic:repeated-random",
-                  seq_len: int = 50, batch: int = 16, n_baseline: int = 200) -> pd.DataFrame:
+def k_composition(ctx, p: CompositionParams) -> pd.DataFrame:
     """K-composition of the top previous-token head into the top induction head, beside a random baseline."""
-    m = ctx.model
-    heads = repeat_scores_memo(ctx, seq_len=seq_len, n_seq=batch)
+    m, n_baseline = ctx.model, p.n_baseline
+    heads = p.repeats.scores(ctx)
     ind = mean_head_matrix(heads, "induction_score")  # (layers, H)
     prev = mean_head_matrix(heads, "prev_token_score")  # (layers, H)
     rows = [("head", l, h, None, None, None, metric, float(mat[l, h]))

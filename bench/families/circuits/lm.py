@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator, Literal
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,20 @@ def sample_rows(values: np.ndarray, metric: str, subject: str | None = None) -> 
     """(N,) array -> tidy rows with null layer and head."""
     return pd.DataFrame({"subject": subject, "sample": np.arange(len(values)), "layer": pd.NA, "head": pd.NA,
                          "metric": metric, "value": np.asarray(values, float)})
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """The repeated random token sequences the head scores read: `batch` sequences of `seq_len` tokens, twice."""
+
+    corpus: Literal["synthetic:repeated-random"] = "synthetic:repeated-random"
+    seq_len: int = 50
+    batch: int = 16
+
+    def scores(self, ctx) -> pd.DataFrame:
+        if self.seq_len < 4 or self.batch < 1:
+            raise ValueError("seq_len must be ≥ 4 and batch ≥ 1")
+        return repeat_scores_memo(ctx, seq_len=self.seq_len, n_seq=self.batch)
 
 
 def repeat_scores_memo(ctx, *, seq_len: int, n_seq: int, micro: int = 8) -> pd.DataFrame:

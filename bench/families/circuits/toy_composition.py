@@ -13,15 +13,14 @@ The toy part does not depend on the model; it is cached once per seed and config
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Literal
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
 from bench.core.registry import probe_def
 from bench.families.circuits import toy
-from bench.families.circuits.lm import head_rows, repeat_scores_memo, sample_rows
+from bench.families.circuits.lm import Repeats, head_rows, sample_rows
 from bench.families.circuits.schemas import HeadScores
 
 METRICS = ("induction_score", "prev_token_score", "loss_first", "loss_second", "loss_drop")
@@ -43,21 +42,32 @@ def toy_frame(cfg: toy.ToyConfig, n_eval: int, progress=lambda f, m="": None) ->
     return pd.concat(parts, ignore_index=True)
 
 
+@dataclass(frozen=True)
+class ToyParams:
+    repeats: Repeats = Repeats()
+    toy_vocab: int = 64
+    toy_width: int = 64
+    toy_heads: int = 4
+    toy_period: int = 24
+    toy_steps: int = 500
+    toy_batch: int = 64
+    toy_lr: float = 1e-2
+    toy_eval: int = 64
+
+
 @probe_def("toy_composition", version=1, schema=HeadScores, metrics=METRICS)
-def toy_composition(ctx, *, corpus: Literal["synthetic:repeated-random"] = "synthetic:repeated-random",
-                    seq_len: int = 50, batch: int = 16, toy_vocab: int = 64, toy_width: int = 64,
-                    toy_heads: int = 4, toy_period: int = 24, toy_steps: int = 500, toy_batch: int = 64,
-                    toy_lr: float = 1e-2, toy_eval: int = 64) -> pd.DataFrame:
+def toy_composition(ctx, p: ToyParams) -> pd.DataFrame:
     """Toy 1-layer vs 2-layer induction (scores, loss drop) and the model's per-head induction scores."""
-    cfg = toy.ToyConfig(vocab=toy_vocab, d_model=toy_width, n_heads=toy_heads, period=toy_period,
-                        steps=toy_steps, batch=toy_batch, lr=toy_lr, seed=ctx.seed)
+    cfg = toy.ToyConfig(vocab=p.toy_vocab, d_model=p.toy_width, n_heads=p.toy_heads, period=p.toy_period,
+                        steps=p.toy_steps, batch=p.toy_batch, lr=p.toy_lr, seed=ctx.seed)
+    toy_eval = p.toy_eval
     toys = ctx.memo({"fn": "toy_composition", "v": 1, "cfg": asdict(cfg), "n_eval": toy_eval},
                     lambda: toy_frame(cfg, toy_eval, ctx.progress))
-    heads = repeat_scores_memo(ctx, seq_len=seq_len, n_seq=batch)
+    heads = p.repeats.scores(ctx)
     heads = heads[heads["metric"] == "induction_score"].assign(subject="model")
     frame = pd.concat([toys, heads], ignore_index=True)
     for col in ("sample", "layer", "head"):
         frame[col] = frame[col].astype("Int64")
-    frame.attrs["notes"] = [f"toy models: width {toy_width}, {toy_heads} heads, vocab {toy_vocab}, "
-                            f"{toy_steps} steps of batch {toy_batch}, lr {toy_lr}, seed {ctx.seed}"]
+    frame.attrs["notes"] = [f"toy models: width {p.toy_width}, {p.toy_heads} heads, vocab {p.toy_vocab}, "
+                            f"{p.toy_steps} steps of batch {p.toy_batch}, lr {p.toy_lr}, seed {ctx.seed}"]
     return frame

@@ -8,6 +8,7 @@ share the per-language statistics and per-condition bits through ``ctx.memo``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -45,29 +46,49 @@ def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
     return len(np.intersect1d(a, b)) / union if union else 1.0
 
 
-def _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile, lap_threshold,
-           plnd_top, pv_tokens) -> shared.Setup:
-    if eval_texts < 2 or selection_tokens < doc_tokens or doc_tokens < 8:
+SELECTION = shared.Setup(corpus=CORPUS, languages=(), eval_texts=200, selection_tokens=65536, doc_tokens=256,
+                         pv_tokens=4096)  # the selection group's defaults in every probe that selects neurons
+
+
+def checked(setup: shared.Setup) -> shared.Setup:
+    if setup.eval_texts < 2 or setup.selection_tokens < setup.doc_tokens or setup.doc_tokens < 8:
         raise ValueError("need eval_texts ≥ 2, doc_tokens ≥ 8 and selection_tokens ≥ doc_tokens")
-    return shared.Setup(corpus=corpus, languages=tuple(languages), eval_texts=eval_texts,
-                        selection_tokens=selection_tokens, doc_tokens=doc_tokens, top_rate=top_rate,
-                        bar_quantile=bar_quantile, lap_threshold=lap_threshold, plnd_top=plnd_top, pv_tokens=pv_tokens)
+    return setup
+
+
+@dataclass(frozen=True)
+class StatsParams:
+    selection: shared.Setup = SELECTION
+    methods: tuple[Method, ...] = ("lape",)
+    split_halves: int = 0
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    selection: shared.Setup = SELECTION
+    methods: tuple[Method, ...] = ("lape",)
+    edge_fraction: float = 0.2
+    split_halves: int = 0
+
+
+@dataclass(frozen=True)
+class DeactivationParams:
+    selection: shared.Setup = SELECTION
+    full: tuple[Method, ...] = ("lape",)
+    diagonal: tuple[Method, ...] = ("rs",)
+    band: Band = "all"
+    micro_tokens: int = 2048
+    sized_like: str = ""
 
 
 @probe_def("activation_stats", version=2, schema=LangNeurons, metrics=STATS_METRICS)
-def activation_stats(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
-                     eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
-                     top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
-                     plnd_top: float = 0.05, pv_tokens: int = 4096,
-                     methods: list[Method] = ["lape"],  # noqa: B006
-                     split_halves: int = 0) -> pd.DataFrame:
+def activation_stats(ctx, p: StatsParams) -> pd.DataFrame:
     """Per-language activation statistics (tokens, activation probabilities) and the neurons each method selects.
 
     With `split_halves` > 0, the selection is repeated on that many complementary splits of the selection
     documents into halves: ``n_selected`` per half (``sample`` = replicate) and the Jaccard index of the two
     halves' sets per language (``sample`` = split), the uncertainty of which neurons get selected."""
-    setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
-                   lap_threshold, plnd_top, pv_tokens)
+    setup, methods, split_halves = checked(p.selection), p.methods, p.split_halves
     m = ctx.model
     sp = shared.split(setup, ctx.seed)
     langs = list(sp.selection.languages)
@@ -103,25 +124,19 @@ def activation_stats(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  #
                 rows += [(method, lang, None, None, None, 2 * r + j, "n_selected", len(half[lang])) for lang in langs]
             rows += [(method, lang, None, None, None, r, "selection_jaccard", _jaccard(pair[0][lang], pair[1][lang]))
                      for lang in langs]
-    notes = [f"{len(sp.selection.texts)} selection and {len(sp.evaluation.texts)} evaluation units of {corpus} "
+    notes = [f"{len(sp.selection.texts)} selection and {len(sp.evaluation.texts)} evaluation units of {setup.corpus} "
              f"(split seed {ctx.seed}); {L} layers × {F} FFN neurons"]
     notes += [f"{lang}: {st[lang].n_tokens} selection tokens" for lang in langs]
     return frame(rows, notes)
 
 
 @probe_def("layer_distribution", version=2, schema=LangNeurons, metrics=LAYER_METRICS)
-def layer_distribution(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
-                       eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
-                       top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
-                       plnd_top: float = 0.05, pv_tokens: int = 4096,
-                       methods: list[Method] = ["lape"],  # noqa: B006
-                       edge_fraction: float = 0.2, split_halves: int = 0) -> pd.DataFrame:
+def layer_distribution(ctx, p: LayerParams) -> pd.DataFrame:
     """How the selected neurons (all languages, each neuron once) spread over layers; the share in the bottom
     and top `edge_fraction` of the layers, beside the share that a uniform spread would give.  With
     `split_halves` > 0: edge and total counts of the selection on each half of that many splits of the selection
     documents (``sample`` = replicate) and the Jaccard index of the halves' sets (``sample`` = split)."""
-    setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
-                   lap_threshold, plnd_top, pv_tokens)
+    setup, methods, edge_fraction, split_halves = checked(p.selection), p.methods, p.edge_fraction, p.split_halves
     m = ctx.model
     sp = shared.split(setup, ctx.seed)
     L, F = m.arch.n_layers, m.arch.d_ffn
@@ -156,13 +171,7 @@ def layer_distribution(ctx, *, corpus: str = CORPUS, languages: list[str] = [], 
 
 
 @probe_def("deactivation", version=2, schema=LangNeurons, metrics=DEACT_METRICS)
-def deactivation(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
-                 eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
-                 top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
-                 plnd_top: float = 0.05, pv_tokens: int = 4096,
-                 full: list[Method] = ["lape"],  # noqa: B006
-                 diagonal: list[Method] = ["rs"],  # noqa: B006
-                 band: Band = "all", micro_tokens: int = 2048, sized_like: str = "") -> pd.DataFrame:
+def deactivation(ctx, p: DeactivationParams) -> pd.DataFrame:
     """Bits per byte of each language's evaluation texts with each language's neuron set zeroed.
 
     Methods in `full` give the whole ΔBPB matrix (every set × every language); methods in `diagonal` only each
@@ -171,8 +180,8 @@ def deactivation(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noq
     corpus-level ΔBPB = Σ Δbits / Σ bytes per cell.  With `sized_like` ("lape"), every method's set for a
     language has that method's size for it, so that methods are compared at equal set sizes.
     """
-    setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
-                   lap_threshold, plnd_top, pv_tokens)
+    setup, full, diagonal, band = checked(p.selection), p.full, p.diagonal, p.band
+    micro_tokens, sized_like = p.micro_tokens, p.sized_like
     sp = shared.split(setup, ctx.seed)
     langs = list(sp.evaluation.languages)
     methods = list(dict.fromkeys([*full, *diagonal]))

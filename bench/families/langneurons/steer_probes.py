@@ -8,8 +8,10 @@ same prompt without the edit.  ``crosslingual_similarity``: the mean hidden stat
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import textwrap
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -18,7 +20,7 @@ import torch
 from bench.core.registry import probe_def
 from bench.families.langneurons import edit, shared, steer
 from bench.families.langneurons import text as tx
-from bench.families.langneurons.probes import CORPUS, Method, _setup, frame
+from bench.families.langneurons.probes import SELECTION, Method, checked, frame
 from bench.families.langneurons.schemas import LangNeurons
 from bench.models import hooks
 
@@ -27,17 +29,39 @@ STEER_METRICS = ("target_share_steered", "target_share_plain", "source_share_ste
 SIM_METRICS = ("cosine", "mean_cosine")
 
 
+@dataclass(frozen=True)
+class SteerParams:
+    selection: shared.Setup = SELECTION
+    method: Method = "lape"
+    source: str = "en"
+    targets: tuple[str, ...] = ()
+    n_prompts: int = 16
+    prompt_words: int = 6
+    max_new_tokens: int = 24
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """The parallel texts the similarity reads: the evaluation part of the selection split (nothing is selected)."""
+
+    corpus: str = SELECTION.corpus
+    languages: tuple[str, ...] = ()
+    eval_texts: int = 200
+
+
+@dataclass(frozen=True)
+class SimilarityParams:
+    texts: Parallel = Parallel()
+    n_texts: int = 64
+    micro_tokens: int = 2048
+
+
 @probe_def("steering", version=1, schema=LangNeurons, metrics=STEER_METRICS)
-def steering(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
-             eval_texts: int = 200, selection_tokens: int = 65536, doc_tokens: int = 256,
-             top_rate: float = 0.01, bar_quantile: float = 0.95, lap_threshold: float = 0.95,
-             plnd_top: float = 0.05, pv_tokens: int = 4096, method: Method = "lape",
-             source: str = "en", targets: list[str] = [],  # noqa: B006
-             n_prompts: int = 16, prompt_words: int = 6, max_new_tokens: int = 24) -> pd.DataFrame:
+def steering(ctx, p: SteerParams) -> pd.DataFrame:
     """Share of generated text in target language Y with and without Y's neurons set to their mean Y activation,
     for prompts in `source` (the first `prompt_words` words of evaluation texts)."""
-    setup = _setup(corpus, languages, eval_texts, selection_tokens, doc_tokens, top_rate, bar_quantile,
-                   lap_threshold, plnd_top, pv_tokens)
+    setup, method, source, targets = checked(p.selection), p.method, p.source, p.targets
+    n_prompts, prompt_words, max_new_tokens = p.n_prompts, p.prompt_words, p.max_new_tokens
     m = ctx.model
     sp = shared.split(setup, ctx.seed)
     langs = list(sp.evaluation.languages)
@@ -79,10 +103,11 @@ def _show(s: str) -> str:
 
 
 @probe_def("crosslingual_similarity", version=1, schema=LangNeurons, metrics=SIM_METRICS)
-def crosslingual_similarity(ctx, *, corpus: str = CORPUS, languages: list[str] = [],  # noqa: B006
-                            eval_texts: int = 200, n_texts: int = 64, micro_tokens: int = 2048) -> pd.DataFrame:
+def crosslingual_similarity(ctx, p: SimilarityParams) -> pd.DataFrame:
     """Per layer: cosine between mean block-output states of parallel sentences, for every language pair."""
-    setup = _setup(corpus, languages, eval_texts, 8, 8, 0.01, 0.95, 0.95, 0.05, 8)
+    setup = checked(dataclasses.replace(SELECTION, **dataclasses.asdict(p.texts), selection_tokens=8, doc_tokens=8,
+                                        pv_tokens=8))
+    n_texts, micro_tokens = p.n_texts, p.micro_tokens
     m = ctx.model
     sp = shared.split(setup, ctx.seed)
     langs = list(sp.evaluation.languages)

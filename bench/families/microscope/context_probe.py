@@ -15,19 +15,19 @@ per optimiser step (the step in `sample`, the decoder in `condition`: ``states``
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import torch
 
-from bench import models as models_mod
 from bench.core.errors import BenchError, ModelError
 from bench.core.registry import probe_def
 from bench.corpora.tagged import SPECIAL
 from bench.families.microscope.contextual import DecoderConfig, Pool, fit, other_text
 from bench.families.microscope.layerpass import (
     Item,
+    Sample,
     batches,
     block_states,
     finish,
@@ -147,35 +147,45 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
     return frame, notes
 
 
+@dataclass(frozen=True)
+class ContextParams:
+    sample: Sample = Sample(n_texts=64)  # the shared pass; its first n_eval texts are scored
+    n_eval: int = 12
+    n_train: int = 96  # texts after the sample's that train the decoders
+    decoder: DecoderConfig = DecoderConfig(decoder_layers=2)
+
+
+@dataclass(frozen=True)
+class PairParams(ContextParams):
+    instruct_of: dict[str, str] = field(default_factory=dict)
+
+
+def _measure(ctx, model, p: ContextParams, subject: str | None = None):
+    s = p.sample
+    return measure(ctx, model, corpus=s.corpus, n_texts=s.n_texts, max_tokens=s.max_tokens,
+                   micro_batch=s.micro_batch, n_eval=p.n_eval, n_train=p.n_train, cfg=p.decoder, subject=subject)
+
+
 @probe_def("contextualization", version=2, schema=TokenLayerMetrics, metrics=METRICS)
-def contextualization(
-    ctx, *, corpus: str = "brown:all", n_texts: int = 64, max_tokens: int = 32, micro_batch: int = 16,
-    n_eval: int = 12, n_train: int = 96, prefix: int = 6, hidden: int = 0, decoder_layers: int = 2,
-    lora_rank: int = 8, lora_alpha: float = 16.0, steps: int = 100, batch: int = 32, lr: float = 3e-3,
-    lr_lora: float = 1e-3, warmup: float = 0.1, vocab: Literal["corpus", "full"] = "corpus",
-) -> pd.DataFrame:
+def contextualization(ctx, p: ContextParams) -> pd.DataFrame:
     """Prefix-reconstruction loss C_i per token (with state-blind and shuffled controls) and E_i per token."""
-    cfg = DecoderConfig(prefix=prefix, hidden=hidden, decoder_layers=decoder_layers, lora_rank=lora_rank,
-               lora_alpha=lora_alpha, steps=steps, batch=batch, lr=lr, lr_lora=lr_lora, warmup=warmup, vocab=vocab)
-    frame, notes = measure(ctx, ctx.model, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens,
-                           micro_batch=micro_batch, n_eval=n_eval, n_train=n_train, cfg=cfg)
+    frame, notes = _measure(ctx, ctx.model, p)
     return finish(frame, notes)
 
 
-@probe_def("context_pair", version=3, schema=TokenLayerMetrics, metrics=METRICS)
-def context_pair(
-    ctx, *, instruct_of: dict[str, str] = {}, corpus: str = "brown:all", n_texts: int = 64,  # noqa: B006
-    max_tokens: int = 32, micro_batch: int = 16, n_eval: int = 12, n_train: int = 96, prefix: int = 6,
-    hidden: int = 0, decoder_layers: int = 2, lora_rank: int = 8, lora_alpha: float = 16.0, steps: int = 100,
-    batch: int = 32, lr: float = 3e-3, lr_lora: float = 1e-3, warmup: float = 0.1,
-    vocab: Literal["corpus", "full"] = "corpus",
-) -> pd.DataFrame:
+def _counterpart(params, model: str) -> list[str]:
+    """The other side of the model's base/instruct pair in `instruct_of`, if it has one."""
+    return [b if model == i else i for b, i in (params.get("instruct_of") or {}).items() if model in (b, i)][:1]
+
+
+@probe_def("context_pair", version=3, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
+def context_pair(ctx, p: PairParams) -> pd.DataFrame:
     """C_i and E_i of a base model (subject "base") and of its instruction-tuned variant ("instruct").
 
     `instruct_of` maps a base model's name to its instruction-tuned variant's name; the cell's model may be
     either side.  A model with no entry has no counterpart: the frame is empty and says so.
     """
-    name = ctx.model.name
+    name, instruct_of = ctx.model.name, p.instruct_of
     pair = next(((b, i) for b, i in instruct_of.items() if name in (b, i)), None)
     if pair is None:
         frame = finish(pd.DataFrame(columns=["metric", "value"]))
@@ -186,18 +196,15 @@ def context_pair(
         return frame
     other = pair[1] if name == pair[0] else pair[0]
     try:
-        counterpart = models_mod.load(models_mod.resolve(other), ctx.model.device.type)
+        counterpart = ctx.companion(other)
     except ModelError as exc:
         frame = finish(pd.DataFrame(columns=["metric", "value"]))
         frame.attrs["notes"] = [f"the counterpart '{other}' of '{name}' is not available: {exc}"]
         return frame
-    cfg = DecoderConfig(prefix=prefix, hidden=hidden, decoder_layers=decoder_layers, lora_rank=lora_rank,
-               lora_alpha=lora_alpha, steps=steps, batch=batch, lr=lr, lr_lora=lr_lora, warmup=warmup, vocab=vocab)
     frames, notes = [], []
     for model, role in ((ctx.model, "base" if name == pair[0] else "instruct"),
                         (counterpart, "instruct" if name == pair[0] else "base")):
-        f, n = measure(ctx, model, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro_batch=micro_batch,
-                       n_eval=n_eval, n_train=n_train, cfg=cfg, subject=role)
+        f, n = _measure(ctx, model, p, subject=role)
         frames.append(f)
         notes += [f"{role} ({model.name}): {x}" for x in n]
     return finish(pd.concat(frames, ignore_index=True), notes)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -53,7 +53,7 @@ class DecoderConfig:
     lr_lora: float = 1e-3  # LoRA matrices, AdamW
     warmup: float = 0.1  # share of the steps with a linear warm-up; then cosine decay to 0
     vocab: Literal["corpus", "full"] = "corpus"
-    eval_batch: int = 64
+    eval_batch: int = field(default=64, metadata={"param": False})  # examples per held-out loss batch
 
 
 @dataclass(frozen=True)

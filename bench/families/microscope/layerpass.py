@@ -36,6 +36,21 @@ from bench.models import hooks
 
 
 @dataclass(frozen=True)
+class Sample:
+    """The tagged text a probe reads (the shared pass runs once for probes that read the same sample)."""
+
+    corpus: str = "brown:all"
+    n_texts: int = 96
+    max_tokens: int = 32
+    micro_batch: int = 16
+
+    def checked(self) -> "Sample":
+        if self.n_texts < 2 or self.max_tokens < 4:
+            raise BenchError("need n_texts ≥ 2 and max_tokens ≥ 4")
+        return self
+
+
+@dataclass(frozen=True)
 class Item:
     """One tokenised text with a class per token."""
 

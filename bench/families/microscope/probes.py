@@ -13,12 +13,13 @@ The first three share one memoised pass (:func:`bench.families.microscope.layerp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
-from bench.core.errors import BenchError
 from bench.core.registry import probe_def
 from bench.families.microscope.intrinsic import twonn
-from bench.families.microscope.layerpass import collect_states, finish, layer_pass_memo, prepare_items
+from bench.families.microscope.layerpass import Sample, collect_states, finish, layer_pass_memo, prepare_items
 from bench.families.microscope.lens import lens_frame
 from bench.families.microscope.schemas import TokenLayerMetrics
 
@@ -29,38 +30,39 @@ INTRINSIC = ("intrinsic_dim", "id_ratio", "id_points", "anisotropy")
 LENS = ("lens_loss", "lens_top1", "model_loss", "lens_final_gap")
 
 
-def _check(n_texts: int, max_tokens: int) -> None:
-    if n_texts < 2 or max_tokens < 4:
-        raise BenchError("need n_texts ≥ 2 and max_tokens ≥ 4")
+@dataclass(frozen=True)
+class IntrinsicParams:
+    sample: Sample = Sample()
+    id_points: int = 2000
+    discard: float = 0.1
+
+
+def _shared(ctx, s: Sample):
+    s.checked()
+    return layer_pass_memo(ctx, corpus=s.corpus, n_texts=s.n_texts, max_tokens=s.max_tokens, micro=s.micro_batch)
 
 
 @probe_def("nonlinearity", version=2, schema=TokenLayerMetrics, metrics=NONLINEARITY)
-def nonlinearity(ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32,
-                 micro_batch: int = 16) -> pd.DataFrame:
+def nonlinearity(ctx, p: Sample) -> pd.DataFrame:
     """Layer linearity score per layer pair and per-token non-linearity E_i^l (streamed Gram matrices)."""
-    _check(n_texts, max_tokens)
-    frame = layer_pass_memo(ctx, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro=micro_batch)
+    frame = _shared(ctx, p)
     return finish(frame[frame["metric"].isin(NONLINEARITY)], frame.attrs.get("notes", []))
 
 
 @probe_def("centrality", version=1, schema=TokenLayerMetrics, metrics=CENTRALITY)
-def centrality(ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32,
-               micro_batch: int = 16) -> pd.DataFrame:
+def centrality(ctx, p: Sample) -> pd.DataFrame:
     """Mean cosine similarity of each token's state to all other tokens' states, per layer."""
-    _check(n_texts, max_tokens)
-    frame = layer_pass_memo(ctx, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro=micro_batch)
+    frame = _shared(ctx, p)
     return finish(frame[frame["metric"].isin(CENTRALITY)], frame.attrs.get("notes", []))
 
 
 @probe_def("intrinsic_dimension", version=1, schema=TokenLayerMetrics, metrics=INTRINSIC)
-def intrinsic_dimension(ctx, *, corpus: str = "brown:all", n_texts: int = 96, max_tokens: int = 32,
-                        micro_batch: int = 16, id_points: int = 2000, discard: float = 0.1) -> pd.DataFrame:
+def intrinsic_dimension(ctx, p: IntrinsicParams) -> pd.DataFrame:
     """TwoNN intrinsic dimension of each layer's token states (≤ `id_points` tokens) and anisotropy (all)."""
-    _check(n_texts, max_tokens)
-    m = ctx.model
-    shared = layer_pass_memo(ctx, corpus=corpus, n_texts=n_texts, max_tokens=max_tokens, micro=micro_batch)
-    items = prepare_items(m.tokenizer, corpus, n_texts, max_tokens)
-    states, _ = collect_states(m, items, id_points, micro_batch)  # (L+1, n, d)
+    m, s, discard = ctx.model, p.sample, p.discard
+    shared = _shared(ctx, s)
+    items = prepare_items(m.tokenizer, s.corpus, s.n_texts, s.max_tokens)
+    states, _ = collect_states(m, items, p.id_points, s.micro_batch)  # (L+1, n, d)
     d = m.arch.d_model
     rows = []
     for l in range(states.shape[0]):
@@ -75,13 +77,11 @@ def intrinsic_dimension(ctx, *, corpus: str = "brown:all", n_texts: int = 96, ma
 
 
 @probe_def("logit_lens", version=1, schema=TokenLayerMetrics, metrics=LENS)
-def logit_lens(ctx, *, corpus: str = "brown:all", n_texts: int = 24, max_tokens: int = 32,
-               micro_batch: int = 8) -> pd.DataFrame:
+def logit_lens(ctx, p: Sample = Sample(n_texts=24, micro_batch=8)) -> pd.DataFrame:
     """Next-token loss of every layer read through the final norm and the head; the model's own loss."""
-    _check(n_texts, max_tokens)
-    m = ctx.model
+    m, s = ctx.model, p.checked()
     ctx.progress(0.0, "tagging and tokenising text")
-    items = prepare_items(m.tokenizer, corpus, n_texts, max_tokens)
-    frame = lens_frame(m, items, micro_batch, ctx.progress)
+    items = prepare_items(m.tokenizer, s.corpus, s.n_texts, s.max_tokens)
+    frame = lens_frame(m, items, s.micro_batch, ctx.progress)
     notes = [f"{len(items)} texts, {int((frame['metric'] == 'model_loss').sum())} predicted tokens"]
     return finish(frame, notes)

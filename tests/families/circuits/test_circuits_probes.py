@@ -14,7 +14,7 @@ from bench.families.circuits.lm import candidate_ids
 def run_probe(name: str, model, **params):
     info = registry.probe(name)
     ctx = ProbeContext(model=model, seed=0)
-    return schemas.validate(info.fn(ctx, **params), info.schema, info.metrics)
+    return schemas.validate(info.call(ctx, **params), info.schema, info.metrics)
 
 
 def test_induction_probe_matches_plain_output_attentions(loaded_tiny):

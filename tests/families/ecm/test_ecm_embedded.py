@@ -31,7 +31,7 @@ def smollm():
 def test_spec_end_to_end_with_a_tiny_budget(smollm, name, tiny):
     spec = load_spec(f"specs/{name}.toml").with_profile("smoke")
     info = registry.probe(spec.probe)
-    frame = schemas.validate(info.fn(ProbeContext(model=smollm, seed=0), **{**spec.probe_params(), **tiny}),
+    frame = schemas.validate(info.call(ProbeContext(model=smollm, seed=0), **{**spec.probe_params(), **tiny}),
                              info.schema, info.metrics)
     verdict = evaluate(frame, spec.rule, spec.rule_params())
     assert verdict.outcome in (Outcome.SUPPORTED, Outcome.REFUTED, Outcome.INCONCLUSIVE), verdict

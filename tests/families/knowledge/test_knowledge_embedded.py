@@ -35,7 +35,7 @@ def test_claim_end_to_end(one_thread, smollm, tmp_path, path):
     info = probe(spec.probe)
     params = {**spec.probe_params(), **TINY, "corpus": "facts:country-capital"}
     ctx = ProbeContext(model=smollm, seed=0, cache=Cache(tmp_path))
-    frame = schemas.validate(info.fn(ctx, **params), info.schema, info.metrics)
+    frame = schemas.validate(info.call(ctx, **params), info.schema, info.metrics)
     verdict = stats.evaluate(frame, spec.rule, spec.rule_params())
     assert verdict.outcome is not Outcome.ERROR and verdict.reason
     assert (frame["metric"] == "train_loss").any()

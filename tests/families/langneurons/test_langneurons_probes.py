@@ -40,7 +40,7 @@ def tiny_ctx(request, tmp_path, monkeypatch, tiny_tokenizer, one_thread):
 def run(ctx, name, params):
     info = registry.probe(name)
     assert not info.check(params), info.check(params)
-    frame = schemas.validate(info.fn(ctx, **params), info.schema, info.metrics)
+    frame = schemas.validate(info.call(ctx, **params), info.schema, info.metrics)
     return frame
 
 

@@ -240,7 +240,7 @@ def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):
 
     info = registry.probe("contextualization")
     ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "frames"))
-    frame = schemas.validate(info.fn(ctx, corpus="brown:all", n_texts=6, max_tokens=16, n_eval=3, n_train=3,
+    frame = schemas.validate(info.call(ctx, corpus="brown:all", n_texts=6, max_tokens=16, n_eval=3, n_train=3,
                                      prefix=3, decoder_layers=1, lora_rank=2, steps=3, batch=8),
                              info.schema, info.metrics)
     assert set(info.metrics) <= set(frame["metric"])

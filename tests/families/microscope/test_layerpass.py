@@ -128,23 +128,25 @@ def test_probe_frames_validate(probe, params, tiny_tokenizer, tmp_path):
     info = registry.probe(probe)
     kwargs = {k: v for k, v in {**base, **params}.items() if k in info.params}
     m = tiny("llama", tiny_tokenizer)
-    frame = info.fn(_ctx(m, tmp_path), **kwargs)
+    frame = info.call(_ctx(m, tmp_path), **kwargs)
     out = schemas.validate(frame, info.schema, info.metrics)
     assert len(out) > 0 and out.attrs.get("notes")
     assert set(out["metric"]) <= set(info.metrics)
 
 
 def test_shared_pass_is_memoised(tiny_tokenizer, tmp_path):
+    from bench.families.microscope.layerpass import Sample
     from bench.families.microscope.probes import centrality, nonlinearity
 
     m = tiny("llama", tiny_tokenizer)
     ctx = _ctx(m, tmp_path)
-    nonlinearity(ctx, corpus="builtin:english", n_texts=6, max_tokens=16)
+    sample = Sample(corpus="builtin:english", n_texts=6, max_tokens=16)
+    nonlinearity(ctx, sample)
     calls = []
     orig = m.hf.base_model.forward
     m.hf.base_model.forward = lambda *a, **k: (calls.append(1), orig(*a, **k))[1]
     try:
-        frame = centrality(ctx, corpus="builtin:english", n_texts=6, max_tokens=16)
+        frame = centrality(ctx, sample)
     finally:
         m.hf.base_model.forward = orig
     assert not calls and isinstance(frame, pd.DataFrame) and len(frame) > 0

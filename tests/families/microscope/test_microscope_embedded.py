@@ -23,7 +23,7 @@ def smollm():
 def _run(m, tmp_path, probe: str, **params):
     info = registry.probe(probe)
     ctx = ProbeContext(model=m, seed=0, cache=Cache(tmp_path / "frames"))
-    return schemas.validate(info.fn(ctx, **params), info.schema, info.metrics)
+    return schemas.validate(info.call(ctx, **params), info.schema, info.metrics)
 
 
 def test_real_model_states_equal_output_hidden_states(smollm):
