@@ -81,6 +81,9 @@ def _quiet_libraries(quiet: bool) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if quiet:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        import warnings  # deprecation notices that libraries raise about each other's APIs are not the user's
+
+        warnings.filterwarnings("ignore", module=r"(transformers|peft|trl|accelerate|torch|huggingface_hub)(\.|$)")
     if "transformers" in sys.modules:  # pragma: no cover - imported by an embedding program
         from transformers.utils import logging as hf_logging
 
@@ -291,14 +294,17 @@ def models(prepare):
 @click.argument("run_b")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Also write an HTML table.")
+@click.option("--exact", is_flag=True, help="Also report cells whose verdict differs in any field (interval, "
+                                            "p-values, reason) or whose measured frames are not equal.")
 @_guard
-def diff(run_a, run_b, runs_dir, html_out):
+def diff(run_a, run_b, runs_dir, html_out, exact):
     from bench.core.diff import diff_runs
     from bench.core.store import find_run, load_record
     from bench.core.ui import print_diff
 
-    a, b = (load_record(find_run(r, runs_dir)) for r in (run_a, run_b))
-    rows = diff_runs(a, b)
+    dirs = tuple(find_run(r, runs_dir) for r in (run_a, run_b))
+    a, b = (load_record(d) for d in dirs)
+    rows = diff_runs(a, b, exact_dirs=dirs if exact else None)
     print_diff(rows, a["run_id"], b["run_id"])
     if html_out:
         from bench.report import render_diff

@@ -75,6 +75,22 @@ def test_verify_then_cached_rerun_loads_no_model(cli, circuit_specs, tiny_model_
     assert r.exit_code == 0 and "circuits.induction-heads-exist" in r.output
     r = cli("diff", run1, run2)
     assert r.exit_code == 0 and "no differences" in r.output
+    r = cli("diff", run1, run2, "--exact")
+    assert r.exit_code == 0 and "no differences" in r.output
+
+    import pandas as pd  # --exact sees a frame that changed below the estimate, and a reason that changed
+
+    cell = rec["cells"][0]
+    f = pd.read_parquet(run2 / cell["frame"])
+    f.loc[f.index[-1], "value"] = f["value"].iloc[-1] + 1e-3
+    f.to_parquet(run2 / cell["frame"], index=False)
+    r2 = record(run2)
+    r2["cells"][1]["verdict"]["reason"] += " (edited)"
+    (run2 / "record.json").write_text(json.dumps(r2))
+    assert "no differences" in cli("diff", run1, run2).output
+    r = cli("diff", run1, run2, "--exact")
+    assert r.exit_code == 0 and "2 changed cells" in r.output
+    assert "│ frame " in r.output and "│ verdict " in r.output, r.output
 
 
 def test_unknown_model_exit_2(cli, circuit_specs, chdir_tmp):
@@ -166,3 +182,16 @@ def test_audit_runs_every_claim_on_an_unnamed_model(cli, circuit_specs, tiny_mod
     assert {c["spec"]["id"] for c in rec["cells"]} == {f"circuits.{n[:-5]}" for n in SPECS}
     assert {c["model"] for c in rec["cells"]} == {tiny_model_dir.name}  # short name; the full one in model_ref
     assert {c["model_ref"]["location"] for c in rec["cells"]} == {str(tiny_model_dir.resolve())}
+
+
+def test_library_deprecation_warnings_stay_out_of_a_quiet_run():
+    import warnings
+
+    from bench.cli import _quiet_libraries
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _quiet_libraries(True)
+        for module in ("transformers.modeling_utils", "peft.peft_model", "bench.core.run"):
+            warnings.warn_explicit("old API", FutureWarning, "x.py", 1, module=module)
+    assert [str(w.message) for w in seen] == ["old API"]  # only bench's own warning is shown
