@@ -7,6 +7,12 @@ the ratios bench ÷ fastest peer (time) and bench ÷ TransformerLens (memory), a
 tool × N runs in a fresh process; all load the same transformers model (float32, CPU by default); the peers
 are checked to capture the same numbers as bench.  The peers are benchmark-only (requirements-peers.txt).
 
+bench captures as its probes do: through the model's body (``hf.base_model``), since no logits are asked for;
+the peers run the whole model, as ``run_with_cache`` and ``trace`` do by default.  The head is a fifth of
+SmolLM2-135M's compute and two thirds of Gemma-3-270M's parameters, so that choice is most of the time ratio;
+the memory ratio has a floor: all three must end holding the captured float32 tensors (N × L × (d + d_ffn) × 4
+bytes, 129 MB for SmolLM2 at N = 512).
+
     PYTHON_PEERS=/tmp/peers-venv/bin/python python benchmarks/peers.py [--model smollm2-135m] [--n 256 1024]
 """
 
@@ -53,7 +59,7 @@ def child(tool: str, model: str, n: int, device: str) -> dict:
         def capture():
             with torch.no_grad(), hooks.capture(hf, [b.path for b in a.blocks]) as resid, \
                     hooks.capture(hf, [b.ffn_out for b in a.blocks], inputs=True) as mlp:
-                hf(input_ids=ids, use_cache=False)
+                hf.base_model(input_ids=ids, use_cache=False)  # the blocks only: no logits are asked for
             return [resid[b.path][0] for b in a.blocks] + [mlp[b.ffn_out][0] for b in a.blocks]
     elif tool == "transformer_lens":
         from transformer_lens import TransformerBridge
@@ -82,13 +88,15 @@ def child(tool: str, model: str, n: int, device: str) -> dict:
     else:
         raise SystemExit(f"unknown tool {tool}")
 
+    with torch.no_grad():  # touch every weight once (a checkpoint is memory-mapped: pages load on first use)
+        hf(input_ids=ids[:, :8], use_cache=False)
+    base = _rss_kb("VmRSS")  # the loaded model and the tool's set-up, before any capture
+    _reset_peak()
     got = capture()  # warm-up (and the values checked against bench)
     assert len(got) == 2 * L, (tool, len(got))
     check = [got[L - 1].float().cpu(), got[2 * L - 1].float().cpu()]
     del got
     times = []
-    base = _rss_kb("VmRSS")
-    _reset_peak()
     for _ in range(3):
         t = time.perf_counter()
         got = capture()
