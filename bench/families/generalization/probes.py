@@ -31,7 +31,7 @@ from bench.families.generalization.train_loop import (
 
 METRICS = ("correct", "rl_gain", "train_loss", "train_reward", "train_flops")
 ARMS = ("sft", "rl", "sft_rl")
-VERSION = 1
+VERSION = 2  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
 
 
 class TaskSetupError(BenchError):
@@ -131,7 +131,7 @@ class _Run:
         if name == "initial":
             return self.evaluate(self.hf, "initial")
         cfg = self._train_cfg("sft" if name == "sft" else "rl")
-        with adapted(self.hf, self.arch, cfg) as model:
+        with adapted(self.hf, self.arch, cfg, self.ctx.seed) as model:
             frames = []
             if name == "sft_rl":
                 self._start_from_sft(model)
@@ -174,7 +174,7 @@ class _Run:
             return
 
         def missing() -> pd.DataFrame:  # only when the SFT stage's results were cached without its weights
-            with adapted(self.hf, self.arch, cfg) as m2:
+            with adapted(self.hf, self.arch, cfg, self.ctx.seed) as m2:
                 self._fit(m2, cfg, "sft (for SFT→RL)")
                 state = trainable_state(m2)
             return pd.DataFrame({"name": list(state), "shape": [json.dumps(list(t.shape)) for t in state.values()],

@@ -42,9 +42,10 @@ class TrainConfig:
 
 
 @contextlib.contextmanager
-def adapted(hf, arch, cfg: TrainConfig) -> Iterator[torch.nn.Module]:
+def adapted(hf, arch, cfg: TrainConfig, seed: int = 0) -> Iterator[torch.nn.Module]:
     """The model to train: `hf` with LoRA adapters on every attention and FFN projection (removed again on exit,
-    leaving `hf` as it was), or a deep copy of `hf` with every weight trainable (`adapter = "full"`)."""
+    leaving `hf` as it was), or a deep copy of `hf` with every weight trainable (`adapter = "full"`).  The LoRA
+    matrices are drawn from `seed`, whatever the process drew before (the global generator is left as it was)."""
     if cfg.adapter == "full":
         model = copy.deepcopy(hf)
         for p in model.parameters():
@@ -61,7 +62,9 @@ def adapted(hf, arch, cfg: TrainConfig) -> Iterator[torch.nn.Module]:
     lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=targets,
                       bias="none")
     flags = {n: p.requires_grad for n, p in hf.named_parameters()}
-    peft_model = get_peft_model(hf, lcfg)
+    with torch.random.fork_rng(devices=[]):  # peft draws the A matrices from the global generator
+        torch.manual_seed(seed)
+        peft_model = get_peft_model(hf, lcfg)
     try:
         yield peft_model
     finally:

@@ -76,6 +76,25 @@ def test_lora_leaves_the_model_as_it_was(tiny_tokenizer):
     assert type(hf).__name__ == "LlamaForCausalLM"
 
 
+def test_adapter_weights_come_from_the_seed_not_from_what_the_process_drew_before(tiny_tokenizer):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    a = arch_mod.inspect(hf)
+    cfg = TrainConfig(method="sft", lr=1e-2)
+
+    def lora_a(seed):
+        torch.rand(1000)  # another probe's draws from the global generator
+        with train_loop.adapted(hf, a, cfg, seed) as model:
+            return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_A" in n}
+
+    first, again, other = lora_a(3), lora_a(3), lora_a(4)
+    assert first and all(torch.equal(first[n], again[n]) for n in first)
+    assert not all(torch.equal(first[n], other[n]) for n in first)
+    state = torch.random.get_rng_state()
+    with train_loop.adapted(hf, a, cfg, 3):
+        pass
+    assert torch.equal(torch.random.get_rng_state(), state)  # the global generator is left as it was
+
+
 def _accuracy(model, tok, items) -> float:
     comp = sampling.decode(model, tok, [tasks.prompt(it) for it in items], 6)
     return sum(tasks.score(t, it.values, it.target) for t, it in zip(comp.texts, items)) / len(items)
