@@ -120,6 +120,16 @@ def loaded_tiny(tiny_model_dir, device):
     return models.load(models.resolve(str(tiny_model_dir)), device)
 
 
+@pytest.fixture(scope="module")
+def smollm():
+    """The embedded SmolLM2-135M, loaded once per test module (skips when `make setup` has not prepared it)."""
+    from bench import models
+
+    if models.cache_state("smollm2-135m") != "ready":
+        pytest.skip("embedded model smollm2-135m is not prepared (make setup)")
+    return models.load(models.resolve("smollm2-135m"))
+
+
 @pytest.fixture
 def cli():
     from click.testing import CliRunner

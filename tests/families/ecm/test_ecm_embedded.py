@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import vl_convert
 
-from bench import models
 from bench.core import registry, schemas
 from bench.core.context import ProbeContext
 from bench.core.spec import load_spec
@@ -16,11 +15,6 @@ from bench.stats import Outcome, evaluate
 pytestmark = pytest.mark.embedded
 
 
-@pytest.fixture(scope="module")
-def smollm():
-    if models.cache_state("smollm2-135m") != "ready":
-        pytest.skip("embedded model smollm2-135m is not prepared (make setup)")
-    return models.load(models.resolve("smollm2-135m"))
 
 
 @pytest.mark.parametrize("name, tiny", [

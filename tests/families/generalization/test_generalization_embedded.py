@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import models, stats
+from bench import stats
 from bench.core import registry, schemas
 from bench.core.context import ProbeContext
 from bench.core.spec import load_spec
@@ -19,11 +19,6 @@ SPECS = Path(__file__).resolve().parents[3] / "specs" / "generalization"
 TINY = {"n_train": 4, "n_eval": 10, "steps": 1, "batch": 2, "group": 2, "n_demos": 1, "max_new_tokens": 6}
 
 
-@pytest.fixture(scope="module")
-def smollm():
-    if models.cache_state("smollm2-135m") != "ready":
-        pytest.skip("embedded model smollm2-135m is not prepared (make setup)")
-    return models.load(models.resolve("smollm2-135m"))
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import models, stats
+from bench import stats
 from bench.core import schemas
 from bench.core.context import ProbeContext
 from bench.core.registry import probe
@@ -19,12 +19,6 @@ SPECS = Path(__file__).resolve().parents[3] / "specs"
 TINY = dict(n_pool=8, k=2, max_new=4, n_train=2, n_mix=2, seeds=[42], epochs=1, batch=2)
 
 
-@pytest.fixture(scope="module")
-def smollm():
-    try:
-        return models.load(models.resolve("smollm2-135m"))
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"embedded model unavailable: {exc}")
 
 
 @pytest.mark.embedded

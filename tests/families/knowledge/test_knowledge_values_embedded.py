@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from bench import models
 from bench.corpora.facts import fictional, geonames, matches
 from bench.families.knowledge.categorise import (
     Prompts,
@@ -22,11 +21,6 @@ pytestmark = pytest.mark.embedded
 WELL_KNOWN = ("France", "Germany", "Italy", "Spain", "Japan", "Russia", "China", "Egypt", "Canada", "Greece")
 
 
-@pytest.fixture(scope="module")
-def smollm():
-    if models.cache_state("smollm2-135m") != "ready":
-        pytest.skip("embedded model smollm2-135m is not prepared (make setup)")
-    return models.load(models.resolve("smollm2-135m"))
 
 
 @pytest.fixture(scope="module")

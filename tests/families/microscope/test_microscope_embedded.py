@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench import models
 from bench.core import registry, schemas
 from bench.core.context import ProbeContext
 from bench.core.store import Cache
@@ -13,11 +12,6 @@ from bench.core.store import Cache
 pytestmark = pytest.mark.embedded
 
 
-@pytest.fixture(scope="module")
-def smollm():
-    if models.cache_state("smollm2-135m") != "ready":
-        pytest.skip("embedded model smollm2-135m is not prepared (make setup)")
-    return models.load(models.resolve("smollm2-135m"))
 
 
 def _run(m, tmp_path, probe: str, **params):
