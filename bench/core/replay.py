@@ -89,7 +89,7 @@ def store(k: str, record: dict[str, Any]) -> None:
         return
     if any(c.get("frame") and not c.get("cache_key") for c in cells):
         return
-    keep = ("device", "dtype", "profile", "packages", "python", "platform")
+    keep = ("device", "dtype", "profile", "packages", "python", "platform", "control", "revision", "bh_families")
     atomic_write_json(_path(k), {"run_id": record["run_id"], "header": {h: record.get(h) for h in keep},
                                  "cells": cells})
 

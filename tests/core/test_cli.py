@@ -68,6 +68,9 @@ def test_verify_then_cached_rerun_loads_no_model(cli, circuit_specs, tiny_model_
     assert r.exit_code == 0, r.output
     run2 = next(p for p in runs(chdir_tmp) if p != run1)  # run ids of runs in the same second do not sort by time
     assert all(c["cache_hit"] for c in record(run2)["cells"])
+    replayed = record(run2)  # nothing changed: replayed, and its record says all that the first one said
+    assert replayed["executor"]["name"] == "replay" and set(replayed) == set(rec)
+    assert replayed["bh_families"] == rec["bh_families"]
     outcomes = lambda rec: [c["verdict"]["outcome"] for c in rec["cells"]]  # noqa: E731
     assert outcomes(record(run2)) == outcomes(rec)
 
