@@ -26,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any, Mapping
+import types
+from typing import Annotated, Any, Literal, Mapping
 
 MISSING = dataclasses.MISSING
 
@@ -108,3 +109,63 @@ def flat(table_value: Any) -> dict[str, Any]:
         v = getattr(table_value, f.name)
         out.update(flat(v) if is_table(type(v)) else {f.name: v})
     return out
+
+
+# ── value checking against annotations ──────────────────────────────────────────────────────────────────────
+
+def type_problem(value: Any, annotation: Any) -> str | None:
+    """None when `value` (as TOML gives it) fits `annotation`; else a short description of the mismatch."""
+    ok = _fits(value, annotation)
+    return None if ok else f"must be {_describe(annotation)}, got {type(value).__name__} ({value!r:.40})"
+
+
+def _fits(value: Any, ann: Any) -> bool:
+    if ann is Any:
+        return True
+    origin = typing.get_origin(ann)
+    if origin is Annotated:
+        return _fits(value, typing.get_args(ann)[0])
+    args = typing.get_args(ann)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is Literal:
+        return value in args
+    if ann is type(None):
+        return value is None
+    if ann is bool:
+        return isinstance(value, bool)
+    if ann is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if ann is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ann is str:
+        return isinstance(value, str)
+    if origin in (list, tuple) or ann in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False
+        inner = args[0] if args else Any
+        return all(_fits(v, inner) for v in value)
+    if origin in (dict, Mapping) or ann in (dict, Mapping) or origin is typing.Mapping:
+        if not isinstance(value, Mapping):
+            return False
+        inner = args[1] if len(args) == 2 else Any
+        return all(isinstance(k, str) and _fits(v, inner) for k, v in value.items())
+    return isinstance(value, ann) if isinstance(ann, type) else True
+
+
+def _describe(ann: Any) -> str:
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin is Annotated:
+        return _describe(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if ann is type(None):
+        return "absent"
+    if origin in (list, tuple):
+        return f"a list of {_describe(args[0])}" if args else "a list"
+    if origin in (dict, Mapping) or origin is typing.Mapping:
+        return "a table"
+    return getattr(ann, "__name__", str(ann))
