@@ -131,12 +131,18 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
     w = trained.encoder.weights()
     top = int(np.argmax(w))
     n_v = len(torch.unique(vocab))
-    notes = [f"decoder: {cfg.decoder_layers or 'all'} of {model.arch.n_layers} blocks of a copy of the model with "
-             f"LoRA r = {cfg.lora_rank} (α = {cfg.lora_alpha:g}) on every projection; MLP width "
-             f"{cfg.hidden or model.arch.d_model}; {cfg.steps} steps × {cfg.batch} examples, lr {cfg.lr:g} "
-             f"(encoder) / {cfg.lr_lora:g} (LoRA), warm-up {cfg.warmup:.0%} then cosine; prefix of {cfg.prefix} "
-             f"tokens; softmax over {n_v} token ids ({cfg.vocab}); {len(train)} training tokens of "
-             f"{len(train_items)} texts; trained in {trained.seconds:.0f} s, blind control in {blind.seconds:.0f} s",
+    if cfg.reader == "readout":
+        how = (f"decoder: per-offset readouts ({cfg.prefix} vectors in the residual space, read through the frozen "
+               f"unembedding) from an MLP of width {cfg.hidden or model.arch.d_model}, dropout {cfg.dropout:g}, "
+               f"weight decay {cfg.weight_decay:g}")
+    else:
+        how = (f"decoder: {cfg.decoder_layers or 'all'} of {model.arch.n_layers} blocks of a copy of the model with "
+               f"LoRA r = {cfg.lora_rank} (α = {cfg.lora_alpha:g}, lr {cfg.lr_lora:g}) on every projection; MLP width "
+               f"{cfg.hidden or model.arch.d_model}")
+    notes = [f"{how}; {cfg.steps} steps × {cfg.batch} examples, lr {cfg.lr:g} (encoder), warm-up {cfg.warmup:.0%} "
+             f"then cosine; prefix of {cfg.prefix} tokens; softmax over {n_v} token ids ({cfg.vocab}); {len(train)} "
+             f"training tokens of {len(train_items)} texts; trained in {trained.seconds:.0f} s, blind control in "
+             f"{blind.seconds:.0f} s",
              f"held-out loss per prefix token on {len(test)} tokens of {index['sample'].nunique()} texts: trained "
              f"{loss['context_loss'].mean():.3f}, state-blind {loss['context_loss_blind'].mean():.3f}, trained "
              f"with another token's states {loss['context_loss_shuffled'].mean():.3f}; training loss "
@@ -166,7 +172,7 @@ def _measure(ctx, model, p: ContextParams, subject: str | None = None):
                    micro_batch=s.micro_batch, n_eval=p.n_eval, n_train=p.n_train, cfg=p.decoder, subject=subject)
 
 
-@probe_def("contextualization", version=2, schema=TokenLayerMetrics, metrics=METRICS)
+@probe_def("contextualization", version=3, schema=TokenLayerMetrics, metrics=METRICS)
 def contextualization(ctx, p: ContextParams) -> pd.DataFrame:
     """Prefix-reconstruction loss C_i per token (with state-blind and shuffled controls) and E_i per token."""
     frame, notes = _measure(ctx, ctx.model, p)
@@ -178,7 +184,7 @@ def _counterpart(params, model: str) -> list[str]:
     return [b if model == i else i for b, i in (params.get("instruct_of") or {}).items() if model in (b, i)][:1]
 
 
-@probe_def("context_pair", version=3, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
+@probe_def("context_pair", version=4, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
 def context_pair(ctx, p: PairParams) -> pd.DataFrame:
     """C_i and E_i of a base model (subject "base") and of its instruction-tuned variant ("instruct").
 

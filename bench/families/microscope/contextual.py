@@ -11,6 +11,11 @@ The start token stays at position 0, where these models keep their attention sin
 it.  C_i is the mean cross-entropy per prefix token over the k most recent tokens; only positions with k tokens
 before them are scored, so every C_i averages the same number of tokens at the same distances from i.
 
+``reader = "readout"`` replaces the LM copy by a cheaper decoder that learns on a CPU budget: the MLP maps the
+pooled states to k vectors in the model's residual space (one per offset; its last layer starts at zero, so the
+trained and the state-blind decoder start from the same uniform guess), each read through the model's frozen
+unembedding.  It reconstructs each prefix token from the states alone, without the LM's prior over the prefix.
+
 Two controls say whether a decoder read the states at all (the probe turns them into the spec's gates):
 
 * blind — the same encoder and decoder trained the same way with the input states replaced by zeros: e_i is then
@@ -53,6 +58,9 @@ class DecoderConfig:
     lr_lora: float = 1e-3  # LoRA matrices, AdamW
     warmup: float = 0.1  # share of the steps with a linear warm-up; then cosine decay to 0
     vocab: Literal["corpus", "full"] = "corpus"
+    reader: Literal["lm", "readout"] = "lm"  # the LoRA-adapted LM copy (the paper's decoder) or per-offset readouts
+    dropout: float = 0.0  # on the pooled states and the MLP's hidden layer
+    weight_decay: float = 0.0  # AdamW, encoder (pooling weights, MLP)
     eval_batch: int = field(default=64, metadata={"param": False})  # examples per held-out loss batch
 
 
@@ -76,17 +84,24 @@ class Pool:
 
 
 class Encoder(nn.Module):
-    """States of all layers (n, L+1, d) → one input embedding (n, d).  `blind`: the states are replaced by zeros."""
+    """States of all layers (n, L+1, d) → one input embedding (n, d) at the embeddings' RMS `out_scale`, or, with
+    `out_scale=None`, `out_dim` raw outputs from a last layer that starts at zero.  `blind`: the states are
+    replaced by zeros."""
 
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor, hidden: int, out_scale: float, blind: bool = False):
+    def __init__(self, mean: torch.Tensor, std: torch.Tensor, hidden: int, out_scale: float | None,
+                 blind: bool = False, out_dim: int | None = None, dropout: float = 0.0):
         super().__init__()
         n_layers, d = mean.shape
         self.register_buffer("mean", mean)  # (L+1, d)
         self.register_buffer("std", std)  # (L+1, d)
         self.blind = blind
         self.pool = nn.Parameter(torch.zeros(n_layers))  # softmax weights over layers, uniform at start
-        self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, d))
-        self.out_scale = nn.Parameter(torch.tensor(float(out_scale)))
+        self.mlp = nn.Sequential(nn.Dropout(dropout), nn.Linear(d, hidden), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(hidden, out_dim or d))
+        self.out_scale = None if out_scale is None else nn.Parameter(torch.tensor(float(out_scale)))
+        if out_scale is None:  # start from the uniform guess, identical for the trained and the blind encoder
+            nn.init.zeros_(self.mlp[-1].weight)
+            nn.init.zeros_(self.mlp[-1].bias)
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         x = (states - self.mean) / self.std  # (n, L+1, d)
@@ -94,6 +109,8 @@ class Encoder(nn.Module):
             x = torch.zeros_like(x)
         pooled = torch.einsum("nld,l->nd", x, torch.softmax(self.pool, dim=0))  # (n, d)
         e = self.mlp(pooled)
+        if self.out_scale is None:
+            return e
         return self.out_scale * e / e.pow(2).mean(dim=-1, keepdim=True).add(1e-6).sqrt()  # the embeddings' RMS
 
     def weights(self) -> np.ndarray:
@@ -140,6 +157,42 @@ def lora_targets(arch, n_layers: int) -> list[str]:
     return out
 
 
+class _Head(nn.Module):
+    """The model's output head restricted to the sorted ids `vocab`, frozen: (…, d) → (…, V') logits, and
+    prefix ids → indices into `vocab`."""
+
+    def __init__(self, head: nn.Module, vocab: torch.Tensor, softcap: float | None = None):
+        super().__init__()
+        self.register_buffer("vocab", vocab.to(head.weight.device))
+        self.register_buffer("w_head", head.weight.detach()[self.vocab].clone())  # (V', d)
+        bias = getattr(head, "bias", None)
+        self.register_buffer("b_head", bias.detach()[self.vocab].clone() if bias is not None else None)
+        self.softcap = softcap
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        out = h.float() @ self.w_head.float().T
+        if self.b_head is not None:
+            out = out + self.b_head.float()
+        if self.softcap:
+            out = torch.tanh(out / self.softcap) * self.softcap
+        return out
+
+    def nll(self, h: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
+        """(n, k, d) outputs and (n, k) target ids → (n,) mean cross-entropy per prefix token."""
+        target = torch.searchsorted(self.vocab, prefixes.to(self.vocab.device))  # (n, k) indices into vocab
+        return nn.functional.cross_entropy(self.logits(h).transpose(1, 2), target, reduction="none").mean(dim=1)
+
+
+class Readout(_Head):
+    """Per-offset readouts: the encoder's (n, k·d) output read as k vectors through the frozen unembedding."""
+
+    lora: tuple = ()  # nothing of its own is trained
+
+    def forward(self, e: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
+        n, k = prefixes.shape
+        return self.nll(e.view(n, k, -1), prefixes)
+
+
 class Decoder(nn.Module):
     """The LoRA-adapted copy with its head restricted to `vocab`: (e (n, d), prefixes (n, k)) → (n,) loss."""
 
@@ -161,14 +214,13 @@ class Decoder(nn.Module):
             p.requires_grad_(True)
         self.body = full.base_model  # blocks + final norm: (n, t, d) → (n, t, d)
         self.embed = full.get_input_embeddings()
-        head = full.get_output_embeddings()
-        dev = model.device
-        self.register_buffer("vocab", vocab.to(dev))
-        self.register_buffer("w_head", head.weight.detach()[self.vocab].clone())  # (V', d)
-        bias = getattr(head, "bias", None)
-        self.register_buffer("b_head", bias.detach()[self.vocab].clone() if bias is not None else None)
-        self.softcap = getattr(full.config.get_text_config(), "final_logit_softcapping", None)
+        self.head = _Head(full.get_output_embeddings(), vocab,
+                          getattr(full.config.get_text_config(), "final_logit_softcapping", None))
         self.start_id = int(start_id)
+
+    @property
+    def vocab(self) -> torch.Tensor:
+        return self.head.vocab
 
     def forward(self, e: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
         n, k = prefixes.shape
@@ -179,14 +231,7 @@ class Decoder(nn.Module):
             tok = self.embed(prefixes[:, :-1])  # (n, k−1, d)
         inputs = torch.cat([start, e[:, None, :].to(tok.dtype), tok], dim=1)  # (n, k+1, d)
         h = self.body(inputs_embeds=inputs, use_cache=False).last_hidden_state[:, 1:]  # (n, k, d)
-        logits = (h.float() @ self.w_head.float().T)  # (n, k, V')
-        if self.b_head is not None:
-            logits = logits + self.b_head.float()
-        if self.softcap:
-            logits = torch.tanh(logits / self.softcap) * self.softcap
-        target = torch.searchsorted(self.vocab, prefixes)  # (n, k) indices into the restricted vocabulary
-        nll = nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # (n, k)
-        return nll.mean(dim=1)
+        return self.head.nll(h, prefixes)
 
 
 @dataclass(frozen=True)
@@ -194,7 +239,7 @@ class Fitted:
     """A trained encoder + decoder, with its per-step training loss and learning rate."""
 
     encoder: Encoder
-    decoder: Decoder
+    decoder: Decoder | Readout
     train_loss: np.ndarray
     lr: np.ndarray
     seconds: float
@@ -229,8 +274,8 @@ def check_vocab(vocab: torch.Tensor, *pools: Pool) -> None:
 
 def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id: int, seed: int,
         blind: bool = False, progress=lambda f, m="": None) -> Fitted:
-    """Train an encoder (`blind`: one that sees zeros instead of states) and a LoRA decoder copy of `model` on
-    `train`; same seed → same initial weights and batches.  The original model is not changed."""
+    """Train an encoder (`blind`: one that sees zeros instead of states) and a decoder (a LoRA copy of `model`, or
+    the readouts) on `train`; same seed → same initial weights and batches.  The original model is not changed."""
     if len(train) == 0:
         raise BenchError("no training example has a full prefix: lower measure.prefix or raise data.max_tokens")
     vocab = torch.unique(vocab)
@@ -239,14 +284,20 @@ def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id
     dev = model.device
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        dec = Decoder(model, cfg, vocab, start_id)
-        with torch.no_grad():
-            some = torch.arange(min(1000, model.arch.vocab_size), device=dev)
-            scale = float(dec.embed(some).float().pow(2).mean().sqrt())
         mean, std = standardiser(train.states)
-        enc = Encoder(mean, std, cfg.hidden or model.arch.d_model, scale, blind).to(dev)
-    opt = torch.optim.AdamW([{"params": list(enc.parameters()), "lr": cfg.lr},
-                             {"params": list(dec.lora), "lr": cfg.lr_lora}], weight_decay=0.0)
+        d, k = model.arch.d_model, train.prefixes.shape[1]
+        if cfg.reader == "readout":
+            dec = Readout(model.hf.get_output_embeddings(), vocab)
+            enc = Encoder(mean, std, cfg.hidden or d, None, blind, out_dim=k * d, dropout=cfg.dropout).to(dev)
+        else:
+            dec = Decoder(model, cfg, vocab, start_id)
+            with torch.no_grad():
+                some = torch.arange(min(1000, model.arch.vocab_size), device=dev)
+                scale = float(dec.embed(some).float().pow(2).mean().sqrt())
+            enc = Encoder(mean, std, cfg.hidden or d, scale, blind, dropout=cfg.dropout).to(dev)
+    groups = [{"params": list(enc.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay},
+              {"params": list(dec.lora), "lr": cfg.lr_lora, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]])
     base = [g["lr"] for g in opt.param_groups]
     gen = torch.Generator().manual_seed(seed)
     order, at = torch.randperm(len(train), generator=gen), 0

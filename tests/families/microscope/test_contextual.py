@@ -24,6 +24,7 @@ from bench.families.microscope.contextual import (
     DecoderConfig,
     Encoder,
     Pool,
+    Readout,
     decoder_copy,
     fit,
     lora_targets,
@@ -126,6 +127,58 @@ def test_same_seed_same_training(decoder_lm, pools):
     assert all(torch.equal(x, y) for x, y in zip(a.decoder.lora, b.decoder.lora))
     c = _fit(decoder_lm, train, cfg=cfg, seed=1)
     assert not np.array_equal(a.train_loss, c.train_loss)
+
+
+READOUT = DecoderConfig(prefix=K, hidden=32, reader="readout", steps=150, batch=32, lr=1e-2, dropout=0.1,
+                        weight_decay=0.01)
+
+
+def _gate_frame(trained, blind, test):
+    samples, positions = np.repeat(np.arange(8), 16), np.tile(np.arange(16), 8)
+    index = pd.DataFrame({"sample": samples, "position": positions, "cls": "noun"})
+    shuffled = trained.loss(Pool(test.states[other_text(samples, positions)], test.prefixes))
+    return control_rows(index, {"context_loss": trained.loss(test), "context_loss_blind": blind.loss(test),
+                                "context_loss_shuffled": shuffled})
+
+
+def test_readout_reads_the_states_and_a_blind_readout_fails_the_gate(decoder_lm, pools):
+    """The per-offset readouts learn the planted prefixes; a readout that sees zeros in place of the trained one
+    gains nothing over the blind control."""
+    train, test = pools
+    trained, blind = _fit(decoder_lm, train, cfg=READOUT), _fit(decoder_lm, train, blind=True, cfg=READOUT)
+    assert blind.loss(test).mean() > 0.85 * math.log(V0)
+    frame = _gate_frame(trained, blind, test)
+    for metric in ("decoder_gain_vs_blind", "decoder_gain_vs_shuffled"):
+        v = stats.evaluate(frame, "threshold", {"metric": metric, "min": 0.0})
+        assert v.outcome is stats.Outcome.SUPPORTED and v.estimate > 1.0, (metric, v.reason)
+    ignoring = _fit(decoder_lm, train, blind=True, seed=3, cfg=READOUT)
+    frame = _gate_frame(ignoring, blind, test)
+    for metric in ("decoder_gain_vs_blind", "decoder_gain_vs_shuffled"):
+        v = stats.evaluate(frame, "threshold", {"metric": metric, "min": 0.0})
+        assert v.outcome is not stats.Outcome.SUPPORTED and abs(v.estimate) < 0.3, (metric, v.reason)
+
+
+def test_readout_trained_and_blind_start_from_the_same_weights(decoder_lm, pools):
+    """The readouts' last layer starts at zero: before any step both decoders give every example the same loss,
+    the uniform one over the restricted vocabulary (the tiny model's head has no bias)."""
+    train, test = pools
+    cfg = DecoderConfig(**{**READOUT.__dict__, "steps": 1, "lr": 0.0})
+    a, b = _fit(decoder_lm, train, cfg=cfg), _fit(decoder_lm, train, blind=True, cfg=cfg)
+    assert np.allclose(a.loss(test), b.loss(test), atol=1e-5)
+    assert np.allclose(a.loss(test), math.log(V0), atol=1e-4)
+
+
+def test_readout_loss_is_the_cross_entropy_through_the_unembedding(decoder_lm):
+    """Offset j's vector, times the head's rows for the vocabulary, gives the logits: a hand-computed reference."""
+    head = decoder_lm.hf.get_output_embeddings()
+    g = torch.Generator().manual_seed(0)
+    e = torch.randn(3, K * 32, generator=g)
+    pre = torch.randint(FIRST, FIRST + V0, (3, K), generator=g)
+    got = Readout(head, VOCAB)(e, pre)
+    logits = e.view(3, K, 32) @ head.weight.detach()[VOCAB].T  # (3, K, V0)
+    ref = torch.stack([torch.stack([-torch.log_softmax(logits[i, j], -1)[pre[i, j] - FIRST] for j in range(K)]).mean()
+                       for i in range(3)])
+    assert torch.allclose(got, ref, atol=1e-5)
 
 
 def test_standardiser_removes_the_outlier_coordinate(pools):
