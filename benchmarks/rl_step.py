@@ -5,12 +5,15 @@
 On the smoke task (two cards summed, three demonstrations), with LoRA as the specs use it, prints:
 * seconds per RL step and the share of it spent sampling completions vs in the policy update;
 * seconds per SFT step on the same prompts, and RL ÷ SFT step time (matched steps are not matched compute);
-* greedy decoding of the same prompts with the KV cache vs recomputing the whole prefix every token.
+* greedy decoding of the same prompts with the KV cache vs recomputing the whole prefix every token;
+* the shared prompt prefix (task statement and demonstrations run once, their cache copied along the batch) vs
+  whole prompts, for greedy decoding of an evaluation batch and for one training pass with gradients.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -74,6 +77,23 @@ def main() -> None:
     t = time.perf_counter()
     _no_cache_decode(m.hf, m.tokenizer, expanded, 8)
     uncached = time.perf_counter() - t
+    evals = [tasks.prompt(it, demos) for it in tasks.generate(task, "id", 20, seed=1)]
+    targets = [f" {items[i // args.group].solution}\n" for i in range(len(expanded))]
+    c_ids, c_mask = sampling.encode_completions(m.tokenizer, targets, "cpu")
+    dec_s: dict[bool, list[float]] = {True: [], False: []}
+    pass_s: dict[bool, list[float]] = {True: [], False: []}
+    with train_loop.adapted(m.hf, m.arch, sft) as model:
+        for _ in range(3):  # alternating, medians: the machine's speed drifts
+            for share in (True, False):
+                t = time.perf_counter()
+                sampling.decode(model, m.tokenizer, evals, 8, micro_batch=len(evals), share=share)
+                dec_s[share].append(time.perf_counter() - t)
+                enc = sampling.encode(m.tokenizer, expanded, "cpu", share=share)
+                t = time.perf_counter()
+                (-sampling.token_logprobs(model, enc, c_ids, c_mask).sum()).backward()
+                pass_s[share].append(time.perf_counter() - t)
+    dec_shared, dec_whole = statistics.median(dec_s[True]), statistics.median(dec_s[False])
+    pass_shared, pass_whole = statistics.median(pass_s[True]), statistics.median(pass_s[False])
     gen, upd = curve.gen_seconds, curve.update_seconds
     print(f"model {args.model}, {args.threads} threads, {args.batch} prompts × {args.group} samples, "
           f"{args.steps} steps")
@@ -81,6 +101,9 @@ def main() -> None:
     print(f"SFT step: {sft_s:.2f} s; RL ÷ SFT step time = {rl_s / sft_s:.2f}×")
     print(f"greedy decoding, 8 tokens × {len(expanded)} prompts: KV cache {cached:.2f} s, without {uncached:.2f} s "
           f"(speed-up {uncached / cached:.2f}×)")
+    print(f"shared prefix vs whole prompts: greedy decoding of {len(evals)} prompts {dec_shared:.2f} s vs "
+          f"{dec_whole:.2f} s ({dec_whole / dec_shared:.2f}×); forward + backward of {len(expanded)} sequences "
+          f"{pass_shared:.2f} s vs {pass_whole:.2f} s ({pass_whole / pass_shared:.2f}×)")
 
 
 if __name__ == "__main__":

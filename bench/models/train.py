@@ -91,20 +91,59 @@ class Trained:
 
 # ── where the adapters go ───────────────────────────────────────────────────────────────────────────────────
 
-def target_modules(model: nn.Module, targets: Targets = "ffn") -> list[str]:
-    """Full module paths of the linears to adapt, read from the module tree (never from names or sizes)."""
-    from bench.models import arch
-
-    a = arch.inspect(model)
+def lora_targets(a, targets: Targets = "ffn", n_blocks: int = 0) -> list[str]:
+    """Full module paths of the linears to adapt in the first `n_blocks` blocks (0: all) of an inspected
+    architecture `a` (:func:`bench.models.arch.inspect`): read from the module tree, never from names or sizes."""
     out: list[str] = []
-    for b in a.blocks:
+    for b in a.blocks[: n_blocks or len(a.blocks)]:
         if targets in ("ffn", "all"):
             out += [*b.ffn_in, b.ffn_out]
         if targets in ("attention", "all"):
             out += [p for p in (b.q, b.k, b.v, b.qkv, b.o) if p]
+    return out
+
+
+def target_modules(model: nn.Module, targets: Targets = "ffn") -> list[str]:
+    """:func:`lora_targets` of `model`'s whole module tree; an error when it has none of that kind."""
+    from bench.models import arch
+
+    out = lora_targets(arch.inspect(model), targets)
     if not out:
         raise TrainError(f"no '{targets}' linears found in {type(model).__name__}")
     return out
+
+
+@contextlib.contextmanager
+def lora_adapters(base: nn.Module, targets: Sequence[str], *, r: int, alpha: float, seed: int,
+                  dropout: float = 0.0, rslora: bool = False) -> Iterator[nn.Module]:
+    """`base` with LoRA adapters on the modules `targets` for the ``with`` block (the peft wrapper is yielded;
+    only the adapters require grad).  The A matrices are drawn from `seed`, whatever the process drew before,
+    and the global generator is left as it was.  On exit the adapters are removed and every parameter of
+    `base` requires grad as it did before: `base` is the untouched model again."""
+    from peft import LoraConfig, get_peft_model
+
+    flags = {n: p.requires_grad for n, p in base.named_parameters()}
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, use_rslora=rslora, target_modules=list(targets),
+                     bias="none")
+    for p in base.parameters():
+        p.requires_grad_(False)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        wrapper = get_peft_model(base, cfg)
+    try:
+        yield wrapper
+    finally:
+        wrapper.unload()
+        for n, p in base.named_parameters():
+            p.requires_grad_(flags.get(n, False))
+
+
+def full_copy(base: nn.Module) -> nn.Module:
+    """A deep copy of `base` with every parameter trainable (full fine-tuning never touches `base`)."""
+    model = copy.deepcopy(base)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return model
 
 
 def data_hash(examples: Sequence[Example]) -> str:
@@ -188,14 +227,6 @@ def _order(n: int, batch: int, steps: int, gen: torch.Generator) -> list[list[in
     return out[:steps]
 
 
-def _lora(model: nn.Module, recipe: Recipe) -> nn.Module:
-    from peft import LoraConfig, get_peft_model
-
-    cfg = LoraConfig(r=recipe.r, lora_alpha=recipe.alpha, lora_dropout=recipe.dropout, use_rslora=recipe.rslora,
-                     target_modules=target_modules(model, recipe.targets), bias="none")
-    return get_peft_model(model, cfg)
-
-
 def _trainable(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
     return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
 
@@ -277,10 +308,15 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
     the step count before training starts)."""
     key = train_key(fingerprint, examples, recipe)
     final = entry_dir(key, root)
-    grads = {n: p.requires_grad for n, p in base.named_parameters()}
-    wrapper, trained = _prepare(base, recipe)
-    model = wrapper.get_base_model() if recipe.method == "lora" else wrapper  # the causal LM itself
-    try:
+    with contextlib.ExitStack() as stack:
+        if recipe.method == "lora":
+            wrapper = stack.enter_context(lora_adapters(
+                base, target_modules(base, recipe.targets), r=recipe.r, alpha=recipe.alpha, seed=recipe.seed,
+                dropout=recipe.dropout, rslora=recipe.rslora))
+            model = wrapper.get_base_model()  # the causal LM itself, adapters injected
+        else:
+            model = full_copy(base)
+        trained = [n for n, _ in _trainable(model)]
         if (final / "meta.json").is_file():
             try:
                 losses = _load(model, final, recipe)
@@ -297,30 +333,16 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
         _store(model, final, recipe, losses, trained)
         shutil.rmtree(partial, ignore_errors=True)
         yield Trained(model, losses, key, cached=False, info={"steps": len(losses)})
-    finally:
-        _release(wrapper, base, recipe, grads)
-
-
-def _prepare(base: nn.Module, recipe: Recipe) -> tuple[nn.Module, list[str]]:
-    if recipe.method == "lora":
-        for p in base.parameters():
-            p.requires_grad_(False)
-        torch.manual_seed(recipe.seed)  # LoRA A matrices are drawn from the global generator
-        model = _lora(base, recipe)
-        return model, [n for n, _ in _trainable(model.get_base_model())]
-    model = copy.deepcopy(base)
-    for p in model.parameters():
-        p.requires_grad_(True)
-    return model, [n for n, _ in _trainable(model)]
 
 
 def _reset(model: nn.Module, base: nn.Module, recipe: Recipe) -> None:
     """Undo a failed partial load: LoRA weights back to their seeded start, a full copy back to the base."""
     if recipe.method == "lora":
-        torch.manual_seed(recipe.seed)
-        for module in model.modules():
-            if hasattr(module, "reset_lora_parameters"):
-                module.reset_lora_parameters("default", True)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(recipe.seed)
+            for module in model.modules():
+                if hasattr(module, "reset_lora_parameters"):
+                    module.reset_lora_parameters("default", True)
     else:
         model.load_state_dict(base.state_dict())
 
@@ -372,10 +394,3 @@ def _load(model: nn.Module, final: Path, recipe: Recipe) -> list[float]:
             named[n].copy_(t)
     model.eval()
     return [float(x) for x in meta["losses"]]
-
-
-def _release(wrapper: nn.Module, base: nn.Module, recipe: Recipe, grads: dict[str, bool]) -> None:
-    if recipe.method == "lora":
-        wrapper.unload()  # removes the injected layers; the base weights were never trained
-        for n, p in base.named_parameters():
-            p.requires_grad_(grads.get(n, p.requires_grad))

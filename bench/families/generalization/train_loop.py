@@ -14,7 +14,6 @@ It is on-policy with one update per sample, so the PPO ratio is 1 and needs no c
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +21,7 @@ from typing import Literal
 import torch
 
 from bench.families.generalization import sampling
+from bench.models import train as engine
 
 
 @dataclass(frozen=True)
@@ -43,34 +43,19 @@ class TrainConfig:
 
 @contextlib.contextmanager
 def adapted(hf, arch, cfg: TrainConfig, seed: int = 0) -> Iterator[torch.nn.Module]:
-    """The model to train: `hf` with LoRA adapters on every attention and FFN projection (removed again on exit,
-    leaving `hf` as it was), or a deep copy of `hf` with every weight trainable (`adapter = "full"`).  The LoRA
-    matrices are drawn from `seed`, whatever the process drew before (the global generator is left as it was)."""
+    """The model to train, from the training engine: `hf` with LoRA adapters on every attention and FFN
+    projection (removed again on exit, leaving `hf` as it was; the matrices drawn from `seed`), or a deep copy
+    of `hf` with every weight trainable (`adapter = "full"`)."""
     if cfg.adapter == "full":
-        model = copy.deepcopy(hf)
-        for p in model.parameters():
-            p.requires_grad_(True)
+        model = engine.full_copy(hf)
         try:
             yield model
         finally:
             del model
         return
-    from peft import LoraConfig, get_peft_model
-
-    targets = sorted({name for b in arch.blocks
-                      for name in (b.q, b.k, b.v, b.qkv, b.o, *b.ffn_in, b.ffn_out) if name})
-    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=targets,
-                      bias="none")
-    flags = {n: p.requires_grad for n, p in hf.named_parameters()}
-    with torch.random.fork_rng(devices=[]):  # peft draws the A matrices from the global generator
-        torch.manual_seed(seed)
-        peft_model = get_peft_model(hf, lcfg)
-    try:
-        yield peft_model
-    finally:
-        peft_model.unload()  # the base layers go back in place; `hf` is the untouched model again
-        for n, p in hf.named_parameters():
-            p.requires_grad_(flags.get(n, False))
+    with engine.lora_adapters(hf, engine.lora_targets(arch, "all"), r=cfg.lora_rank, alpha=cfg.lora_alpha,
+                             seed=seed) as model:
+        yield model
 
 
 def trainable_state(model) -> dict[str, torch.Tensor]:
@@ -94,9 +79,8 @@ def optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
 def sft_loss(model, tok, prompts: list[str], targets: list[str]) -> torch.Tensor:
     """Mean token negative log-likelihood of `targets` after `prompts`."""
     device = next(model.parameters()).device
-    p_ids, p_mask = sampling.encode_prompts(tok, prompts, device)
     c_ids, c_mask = sampling.encode_completions(tok, targets, device)
-    logp = sampling.token_logprobs(model, p_ids, p_mask, c_ids, c_mask)  # (B, C)
+    logp = sampling.token_logprobs(model, sampling.encode(tok, prompts, device), c_ids, c_mask)  # (B, C)
     return -logp.sum() / c_mask.sum().clamp(min=1)
 
 
@@ -129,7 +113,7 @@ def policy_update(model, opt, comp: sampling.Completions, rewards: torch.Tensor,
     if not bool((adv != 0).any()):  # every group scored alike: no signal, no pass (the step still counts)
         opt.step()
         return 0.0
-    logp = sampling.token_logprobs(model, comp.prompt_ids, comp.prompt_mask, comp.ids, comp.mask)  # (N, C)
+    logp = sampling.token_logprobs(model, comp.prompts, comp.ids, comp.mask)  # (N, C)
     loss = pg_loss(comp, logp, adv.to(logp.device))
     loss.backward()
     opt.step()

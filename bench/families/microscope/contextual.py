@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from bench.core.errors import BenchError
+from bench.models.train import lora_targets
 
 
 @dataclass(frozen=True)
@@ -149,14 +150,6 @@ def decoder_copy(model, n_layers: int):
     return decoder
 
 
-def lora_targets(arch, n_layers: int) -> list[str]:
-    """Module paths of every attention and FFN projection of the first `n_layers` blocks (from the module tree)."""
-    out = []
-    for b in arch.blocks[: n_layers or arch.n_layers]:
-        out += [p for p in (b.q, b.k, b.v, b.qkv, b.o, *b.ffn_in, b.ffn_out) if p]
-    return out
-
-
 class _Head(nn.Module):
     """The model's output head restricted to the sorted ids `vocab`, frozen: (…, d) → (…, V') logits, and
     prefix ids → indices into `vocab`."""
@@ -207,7 +200,7 @@ class Decoder(nn.Module):
             if id(p) not in shared:
                 p.requires_grad_(False)  # the copy's own (not shared) weights; shared ones are read under no_grad
         lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
-                          target_modules=lora_targets(model.arch, cfg.decoder_layers))
+                          target_modules=lora_targets(model.arch, "all", cfg.decoder_layers))
         inject_adapter_in_model(lcfg, full)
         self.lora = nn.ParameterList([p for n, p in full.named_parameters() if "lora_" in n])
         for p in self.lora:

@@ -19,14 +19,13 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _completions(tok, prompt: str, texts: list[str]) -> sampling.Completions:
-    p_ids, p_mask = sampling.encode_prompts(tok, [prompt] * len(texts), "cpu")
     c_ids, c_mask = sampling.encode_completions(tok, texts, "cpu")
-    return sampling.Completions(p_ids, p_mask, c_ids, c_mask, tuple(texts))
+    return sampling.Completions(sampling.encode(tok, [prompt] * len(texts), "cpu"), c_ids, c_mask, tuple(texts))
 
 
 def _seq_logp(model, comp) -> torch.Tensor:
     with torch.no_grad():
-        return sampling.token_logprobs(model, comp.prompt_ids, comp.prompt_mask, comp.ids, comp.mask).sum(-1)
+        return sampling.token_logprobs(model, comp.prompts, comp.ids, comp.mask).sum(-1)
 
 
 @pytest.mark.parametrize("adapter", ["lora", "full"])

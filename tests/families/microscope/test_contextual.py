@@ -27,13 +27,13 @@ from bench.families.microscope.contextual import (
     Readout,
     decoder_copy,
     fit,
-    lora_targets,
     other_text,
     schedule,
     standardiser,
 )
 from bench.families.microscope.layerpass import Item
 from bench.models import arch as arch_mod
+from bench.models.train import lora_targets
 from tests.conftest import build_tiny
 
 K, V0, FIRST = 2, 12, 5  # prefix length, distinct ids, first id used
@@ -227,10 +227,10 @@ def test_decoder_loss_equals_transformers_cross_entropy(family):
 
 def test_lora_targets_come_from_the_module_tree():
     m = _loaded("llama")
-    t = lora_targets(m.arch, 1)
+    t = lora_targets(m.arch, "all", 1)
     assert "model.layers.0.self_attn.q_proj" in t and "model.layers.0.mlp.down_proj" in t
     assert not any(".layers.1." in p for p in t) and len(t) == 7
-    assert len(lora_targets(m.arch, 0)) == 14
+    assert len(lora_targets(m.arch, "all", 0)) == 14
 
 
 def test_decoder_copy_truncates_and_leaves_the_model_alone(loaded_tiny):
