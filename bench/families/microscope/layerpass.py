@@ -125,19 +125,32 @@ def _selected(states: torch.Tensor, group: list[Item]) -> tuple[torch.Tensor, li
     return states[:, b, t, :], index
 
 
-def layer_pass(model, items: list[Item], micro: int, progress=lambda f, m="": None) -> pd.DataFrame:
-    """Two streaming passes over `items`: Gram sums (pass 1), then per-token errors and centrality (pass 2).
+KEEP_BYTES = 2 << 30  # pass 1 keeps the selected states of its first batches up to this size for pass 2
 
-    Odd-numbered texts form the held-out half for ``linearity_heldout`` (maps fitted on the even ones).
+
+def layer_pass(model, items: list[Item], micro: int, progress=lambda f, m="": None,
+               keep_bytes: int = KEEP_BYTES) -> pd.DataFrame:
+    """Two passes over `items`: Gram sums (pass 1), then per-token errors and centrality (pass 2).
+
+    Pass 2 needs the maps of pass 1, so it sees the states again: those pass 1 kept (up to `keep_bytes` of
+    float32 states: a smoke profile's whole sample) are reused, the others are computed anew by the same forward
+    (the same numbers), so memory stays bounded on paper-scale samples.  Odd-numbered texts form the held-out
+    half for ``linearity_heldout`` (maps fitted on the even ones).
     """
     L, d = model.arch.n_layers, model.arch.d_model
     total, test = GramStats.empty(L, d), GramStats.empty(L, d)
     unit_sum = torch.zeros(L + 1, d, dtype=torch.float64)
     pid = pad_id(model.tokenizer)
     n_batches = -(-len(items) // micro)
+    kept: dict[int, tuple[torch.Tensor, list]] = {}
+    kept_bytes = 0
     for k, (group, ids, mask) in enumerate(batches(items, micro, pid)):
         states, _ = block_states(model, ids, mask)
         sel, index = _selected(states, group)
+        size = sel.numel() * sel.element_size()
+        if kept_bytes + size <= keep_bytes:
+            kept[k] = (sel, index)
+            kept_bytes += size
         total.update(sel)
         odd = torch.tensor([s % 2 == 1 for s, _, _ in index])
         if odd.any():
@@ -150,8 +163,11 @@ def layer_pass(model, items: list[Item], micro: int, progress=lambda f, m="": No
     fit_for = (solve(test), solve(total.minus(test))) if two_folds else None  # maps for even / odd texts
     parts = []
     for k, (group, ids, mask) in enumerate(batches(items, micro, pid)):
-        states, _ = block_states(model, ids, mask)
-        sel, index = _selected(states, group)
+        if k in kept:
+            sel, index = kept.pop(k)
+        else:
+            states, _ = block_states(model, ids, mask)
+            sel, index = _selected(states, group)
         err = token_errors(maps, sel).numpy()  # (n, L)
         unit = torch.nn.functional.normalize(sel.double(), dim=-1)  # (L+1, n, d)
         cen = torch.stack([mean_cosine_to_others(unit[l], unit_sum[l], total.n) for l in range(L + 1)]).T.numpy()

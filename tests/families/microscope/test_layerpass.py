@@ -105,6 +105,28 @@ def test_layer_pass_frame_and_streaming_parity(tiny_tokenizer):
                                           "adverb", "pronoun", "number", "other"}
 
 
+def test_pass_two_reuses_kept_states_and_gives_the_same_frame(tiny_tokenizer, monkeypatch):
+    """States kept from pass 1 (all, some, none) give pass 2 the same numbers a second forward gives, and each
+    kept batch spares one forward."""
+    from bench.families.microscope import layerpass
+
+    m = tiny("llama", tiny_tokenizer)
+    items = prepare_items(tiny_tokenizer, "builtin:english", 12, 24)
+    calls = []
+    real = layerpass.block_states
+    monkeypatch.setattr(layerpass, "block_states", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = sum(int(it.usable.sum()) for it in items[:5]) * (m.arch.n_layers + 1) * m.arch.d_model * 4  # bytes
+    frames = {}
+    for keep in (0, first, 1 << 30):
+        calls.clear()
+        frames[keep] = layer_pass(m, items, micro=5, keep_bytes=keep)
+        frames[keep, "forwards"] = len(calls)
+    assert frames[0, "forwards"] == 6 and frames[1 << 30, "forwards"] == 3  # 3 batches of ≤ 5 texts
+    assert frames[first, "forwards"] == 5  # the budget kept the first batch only
+    pd.testing.assert_frame_equal(frames[0], frames[1 << 30])
+    pd.testing.assert_frame_equal(frames[0], frames[first])
+
+
 def _ctx(m, tmp_path) -> ProbeContext:
     from bench.core.store import Cache
 
