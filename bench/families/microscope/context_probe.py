@@ -172,7 +172,7 @@ def _measure(ctx, model, p: ContextParams, subject: str | None = None):
                    micro_batch=s.micro_batch, n_eval=p.n_eval, n_train=p.n_train, cfg=p.decoder, subject=subject)
 
 
-@probe_def("contextualization", version=3, schema=TokenLayerMetrics, metrics=METRICS)
+@probe_def("contextualization", version=4, schema=TokenLayerMetrics, metrics=METRICS)
 def contextualization(ctx, p: ContextParams) -> pd.DataFrame:
     """Prefix-reconstruction loss C_i per token (with state-blind and shuffled controls) and E_i per token."""
     frame, notes = _measure(ctx, ctx.model, p)
@@ -184,7 +184,7 @@ def _counterpart(params, model: str) -> list[str]:
     return [b if model == i else i for b, i in (params.get("instruct_of") or {}).items() if model in (b, i)][:1]
 
 
-@probe_def("context_pair", version=4, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
+@probe_def("context_pair", version=5, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
 def context_pair(ctx, p: PairParams) -> pd.DataFrame:
     """C_i and E_i of a base model (subject "base") and of its instruction-tuned variant ("instruct").
 

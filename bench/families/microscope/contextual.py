@@ -268,14 +268,15 @@ def check_vocab(vocab: torch.Tensor, *pools: Pool) -> None:
 def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id: int, seed: int,
         blind: bool = False, progress=lambda f, m="": None) -> Fitted:
     """Train an encoder (`blind`: one that sees zeros instead of states) and a decoder (a LoRA copy of `model`, or
-    the readouts) on `train`; same seed → same initial weights and batches.  The original model is not changed."""
+    the readouts) on `train`; same seed → same initial weights, batches and dropout masks, whatever the process
+    drew before (the global generator is left as it was).  The original model is not changed."""
     if len(train) == 0:
         raise BenchError("no training example has a full prefix: lower measure.prefix or raise data.max_tokens")
     vocab = torch.unique(vocab)
     check_vocab(vocab, train)
     t0 = time.perf_counter()
     dev = model.device
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]):  # initial weights and dropout masks from `seed` alone
         torch.manual_seed(seed)
         mean, std = standardiser(train.states)
         d, k = model.arch.d_model, train.prefixes.shape[1]
@@ -288,29 +289,29 @@ def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id
                 some = torch.arange(min(1000, model.arch.vocab_size), device=dev)
                 scale = float(dec.embed(some).float().pow(2).mean().sqrt())
             enc = Encoder(mean, std, cfg.hidden or d, scale, blind, dropout=cfg.dropout).to(dev)
-    groups = [{"params": list(enc.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay},
-              {"params": list(dec.lora), "lr": cfg.lr_lora, "weight_decay": 0.0}]
-    opt = torch.optim.AdamW([g for g in groups if g["params"]])
-    base = [g["lr"] for g in opt.param_groups]
-    gen = torch.Generator().manual_seed(seed)
-    order, at = torch.randperm(len(train), generator=gen), 0
-    losses, lrs = [], []
-    for step in range(cfg.steps):
-        if at + cfg.batch > len(order):
-            order, at = torch.randperm(len(train), generator=gen), 0
-        batch = train.take(order[at : at + cfg.batch])
-        at += cfg.batch
-        f = schedule(step, cfg.steps, cfg.warmup)
-        for g, lr in zip(opt.param_groups, base):
-            g["lr"] = lr * f
-        loss = dec(enc(batch.states.to(dev)), batch.prefixes).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([*enc.parameters(), *dec.lora], 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
-        lrs.append(f)
-        progress((step + 1) / cfg.steps, f"prefix decoder{' (blind)' if blind else ''}: loss {losses[-1]:.2f}")
+        groups = [{"params": list(enc.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay},
+                  {"params": list(dec.lora), "lr": cfg.lr_lora, "weight_decay": 0.0}]
+        opt = torch.optim.AdamW([g for g in groups if g["params"]])
+        base = [g["lr"] for g in opt.param_groups]
+        gen = torch.Generator().manual_seed(seed)
+        order, at = torch.randperm(len(train), generator=gen), 0
+        losses, lrs = [], []
+        for step in range(cfg.steps):
+            if at + cfg.batch > len(order):
+                order, at = torch.randperm(len(train), generator=gen), 0
+            batch = train.take(order[at : at + cfg.batch])
+            at += cfg.batch
+            f = schedule(step, cfg.steps, cfg.warmup)
+            for g, lr in zip(opt.param_groups, base):
+                g["lr"] = lr * f
+            loss = dec(enc(batch.states.to(dev)), batch.prefixes).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([*enc.parameters(), *dec.lora], 1.0)
+            opt.step()
+            losses.append(float(loss.detach()))
+            lrs.append(f)
+            progress((step + 1) / cfg.steps, f"prefix decoder{' (blind)' if blind else ''}: loss {losses[-1]:.2f}")
     enc.eval()
     return Fitted(enc, dec, np.array(losses), np.array(lrs), time.perf_counter() - t0, cfg.eval_batch)
 

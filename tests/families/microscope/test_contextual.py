@@ -133,6 +133,21 @@ READOUT = DecoderConfig(prefix=K, hidden=32, reader="readout", steps=150, batch=
                         weight_decay=0.01)
 
 
+def test_same_seed_same_training_whatever_the_process_drew_before(decoder_lm, pools):
+    """Dropout masks come from the run seed, not from the process's global generator: the same cell gives the
+    same decoder whichever cells ran before it."""
+    train, _ = pools
+    cfg = DecoderConfig(**{**READOUT.__dict__, "steps": 5})
+    torch.manual_seed(123)
+    a = _fit(decoder_lm, train, cfg=cfg)
+    torch.rand(1000)  # another cell's draws
+    b = _fit(decoder_lm, train, cfg=cfg)
+    assert np.array_equal(a.train_loss, b.train_loss)
+    state = torch.get_rng_state()
+    _fit(decoder_lm, train, cfg=cfg)
+    assert torch.equal(state, torch.get_rng_state())  # and the global generator is left as it was
+
+
 def _gate_frame(trained, blind, test):
     samples, positions = np.repeat(np.arange(8), 16), np.tile(np.arange(16), 8)
     index = pd.DataFrame({"sample": samples, "position": positions, "cls": "noun"})
