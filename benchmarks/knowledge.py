@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 
 import numpy as np
@@ -46,17 +45,12 @@ def main() -> None:
         rec = train.Recipe(steps=args.steps, batch=8)
 
         def lora_steps():
-            wrapper = train._lora(lm, rec)
-            try:
+            with train.lora_adapters(lm, train.target_modules(lm, rec.targets), r=rec.r, alpha=rec.alpha,
+                                     seed=rec.seed, dropout=rec.dropout, rslora=rec.rslora) as wrapper:
                 train.fit(wrapper.get_base_model(), tok, exs, rec)
-            finally:
-                wrapper.unload()
-                for p in lm.parameters():
-                    p.requires_grad_(True)
 
         def full_steps():
-            cp = copy.deepcopy(lm)
-            train.fit(cp, tok, exs, train.Recipe(method="full", steps=args.steps, batch=8, lr=1e-5))
+            train.fit(train.full_copy(lm), tok, exs, train.Recipe(method="full", steps=args.steps, batch=8, lr=1e-5))
 
         t_lora, t_full = _time(lora_steps), _time(full_steps)
         t_cached = _time(lambda: C.count_correct(lm, tok, pool, prompts, max_new=8))
