@@ -111,6 +111,8 @@ def _group_comparison(p):
 
 def _correlation(p):
     method = "Spearman ρ" if p.get("method") == "spearman" else "Pearson r"
+    if p.get("given"):
+        method = f"the partial Pearson r given [{_sel(p['given'])}]"
     return (f"{method} between [{_sel(p['x'])}] and [{_sel(p['y'])}] is > {p.get('min', 0.0):g}, its bootstrap "
             f"interval over {p.get('unit', 'sample')}s excluding it ({_alpha(p)})")
 

@@ -81,8 +81,17 @@ def layer_majority(
     where: dict[str, Any] = {}, unit: str = "sample", min_n: int = 5,  # noqa: B006
     alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000,
 ) -> Verdict:
-    """In more than half of the layers, the mean of `metric` over units lies above `min` (below `max`)."""
-    bound, side = _bound(min, max)
+    """In more than half of the layers, the mean of `metric` over units lies above `min` (below `max`; between
+    them when both are given)."""
+    if min is not None and max is not None:
+        if min >= max:
+            raise ValueError(f"layer_majority: min ({min:g}) must lie below max ({max:g})")
+        label = f"in [{min:g}, {max:g}]"
+        holds = lambda means: (means >= min) & (means <= max)  # noqa: E731
+    else:
+        bound, side = _bound(min, max)
+        label = f"{'≥' if side > 0 else '≤'} {bound:g}"
+        holds = lambda means: side * (means - bound) >= 0  # noqa: E731
     rows = _select(frame, {"metric": metric, **where})
     if rows.empty:
         return _missing(frame, "layer_majority", metric, where)
@@ -92,16 +101,15 @@ def layer_majority(
                        n=m.shape[0], alpha=alpha)
 
     def share(x):
-        means = np.asarray(x, float).mean(axis=-2)
-        return (side * (means - bound) >= 0).mean(axis=-1)
+        return holds(np.asarray(x, float).mean(axis=-2)).mean(axis=-1)
 
     est = float(share(m))
     lo, hi, boot = _bootstrap(share, m, confidence, n_resamples, bca=False)
     p = float((1 + np.sum(boot <= 0.5)) / (1 + len(boot)))
     means = m.mean(axis=0)
     return _majority("layer_majority", metric, est, lo, hi, p, m.shape[1], alpha, over,
-                     f"per-{over} means from {means.min():.3g} to {means.max():.3g} vs "
-                     f"{'≥' if side > 0 else '≤'} {bound:g}; {unit_note(unit, m.shape[0])}", n_units=m.shape[0])
+                     f"per-{over} means from {means.min():.3g} to {means.max():.3g} vs {label}; "
+                     f"{unit_note(unit, m.shape[0])}", n_units=m.shape[0])
 
 
 def check_skips(skip_first: int, skip_last: int, n: int, over: str = "layer") -> None:

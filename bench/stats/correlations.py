@@ -39,6 +39,14 @@ def weighted_pearson(Wt: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray
         return cov / np.sqrt((Wt * dx * dx).sum(axis=-1) * (Wt * dy * dy).sum(axis=-1))
 
 
+def weighted_partial(Wt: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Partial Pearson r of (x, y) given z, rows weighted by Wt (..., N): the correlation of what is left of x and
+    of y once each is regressed linearly on z."""
+    rxy, rxz, ryz = weighted_pearson(Wt, x, y), weighted_pearson(Wt, x, z), weighted_pearson(Wt, y, z)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (rxy - rxz * ryz) / np.sqrt((1 - rxz * rxz) * (1 - ryz * ryz))
+
+
 def _weighted_boot(units: np.ndarray, stat, n_resamples: int, confidence: float):
     """Bootstrap over whole units, vectorised: `stat` gets per-row weights (..., N) = resampled unit counts."""
     uniq, idx = np.unique(units, return_inverse=True)
@@ -67,13 +75,21 @@ def _unit_boot(units: np.ndarray, stat, n_resamples: int, confidence: float):
 @rule_def("correlation")
 def correlation(
     frame: pd.DataFrame, *, x: dict[str, Any], y: dict[str, Any], key: list[str] = ["sample", "position"],  # noqa: B006
-    method: Literal["pearson", "spearman"] = "pearson", min: float = 0.0, unit: str = "sample",
-    min_n: int = 20, alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 1000,
+    method: Literal["pearson", "spearman"] = "pearson", min: float = 0.0, given: dict[str, Any] | None = None,
+    unit: str = "sample", min_n: int = 20, alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 1000,
 ) -> Verdict:
     """Correlation between the rows selected by `x` and by `y`, matched on `key`, exceeds `min` (its interval
-    too).  Interval and one-sided p from one bootstrap over units; effect: the other coefficient."""
-    name = f"r({_label(x)}, {_label(y)})"
+    too).  Interval and one-sided p from one bootstrap over units; effect: the other coefficient.  With `given`
+    (Pearson only), the partial correlation given the rows it selects: what x and y share beyond what each
+    shares linearly with that covariate."""
+    if given is not None and method != "pearson":
+        raise ValueError("correlation: `given` (a partial correlation) needs method = 'pearson'")
+    name = f"r({_label(x)}, {_label(y)}{f' | {_label(given)}' if given else ''})"
     pairs = _paired(frame, x, y, key)
+    if given is not None and not pairs.empty:
+        cov = _select(frame, given)
+        cols = [c for c in key if c in frame.columns]
+        pairs = pairs.merge(cov[cols + ["value"]].rename(columns={"value": "value_z"}), on=cols).dropna()
     if pairs.empty:
         return _missing(frame, "correlation", name, x)
     if unit not in pairs.columns:
@@ -84,19 +100,27 @@ def correlation(
     if n < min_n or U < 3:
         return Verdict(Outcome.INCONCLUSIVE, f"only {n} matched tokens (< {min_n}) from {U} {unit}s",
                        "correlation", name, n=U, alpha=alpha)
-    r = _corr(method)(xs, ys)
-    other = _corr("spearman" if method == "pearson" else "pearson")(xs, ys)
-    if method == "pearson":
-        lo, hi, dist = _weighted_boot(units, lambda Wt: weighted_pearson(Wt, xs, ys), n_resamples, confidence)
+    if given is not None:
+        zs = pairs["value_z"].to_numpy(float)
+        stat = lambda Wt: weighted_partial(Wt, xs, ys, zs)  # noqa: E731
+        r, other = float(stat(np.ones(n))), _corr("pearson")(xs, ys)
+        lo, hi, dist = _weighted_boot(units, stat, n_resamples, confidence)
+        label, effect_name = f"partial r > {min:g}", "Pearson r without the covariate"
     else:
-        lo, hi, dist = _unit_boot(units, lambda rows: _corr(method)(xs[rows], ys[rows]), n_resamples, confidence)
+        r = _corr(method)(xs, ys)
+        other = _corr("spearman" if method == "pearson" else "pearson")(xs, ys)
+        if method == "pearson":
+            lo, hi, dist = _weighted_boot(units, lambda Wt: weighted_pearson(Wt, xs, ys), n_resamples, confidence)
+        else:
+            lo, hi, dist = _unit_boot(units, lambda rows: _corr(method)(xs[rows], ys[rows]), n_resamples, confidence)
+        label, effect_name = f"{method} r > {min:g}", "Spearman ρ" if method == "pearson" else "Pearson r"
     p = _boot_p(dist[np.isfinite(dist)], min, +1)
-    v = _decide("correlation", name, r, lo, hi, p, U, min, +1, f"{method} r > {min:g}", alpha, effect=other,
-                effect_name="Spearman ρ" if method == "pearson" else "Pearson r")
+    v = _decide("correlation", name, r, lo, hi, p, U, min, +1, label, alpha, effect=other, effect_name=effect_name)
     if v.outcome is Outcome.SUPPORTED and lo <= min:
         return Verdict(**{**v.__dict__, "outcome": Outcome.INCONCLUSIVE,
                           "reason": v.reason + f", but the interval does not exclude {min:g}"})
-    return Verdict(**{**v.__dict__, "reason": v.reason + f" ({unit_note(unit, U)}; {n} tokens)"})
+    extra = f"; without the covariate r = {other:.3g}" if given is not None else ""
+    return Verdict(**{**v.__dict__, "reason": v.reason + f" ({unit_note(unit, U)}; {n} tokens{extra})"})
 
 
 @rule_def("correlation_difference")

@@ -108,6 +108,21 @@ def test_layer_majority_rule():
     assert evaluate(f, "layer_majority", {"metric": "frac", "min": 0.2}).outcome is Outcome.REFUTED
 
 
+def test_layer_majority_band():
+    """With both bounds the share counts the layers whose mean lies between them: a model that moves far more than
+    "about a fifth" of its dimensions is outside the band, not above a floor."""
+    f = layer_frame(0.0, metric="frac")
+    f["value"] = np.select([f["layer"] < 3, f["layer"] < 5], [0.2, 0.7], 0.05)  # 3 in, 2 above, 3 below
+    v = evaluate(f, "layer_majority", {"metric": "frac", "min": 0.1, "max": 0.3})
+    assert v.outcome is Outcome.REFUTED and v.estimate == pytest.approx(3 / 8)
+    assert evaluate(f, "layer_majority", {"metric": "frac", "min": 0.1}).estimate == pytest.approx(5 / 8)
+    f["value"] = np.where(f["layer"] < 6, 0.2, 0.9)
+    v = evaluate(f, "layer_majority", {"metric": "frac", "min": 0.1, "max": 0.3})
+    assert v.outcome is Outcome.SUPPORTED and v.estimate == pytest.approx(6 / 8) and "in [0.1, 0.3]" in v.reason
+    with pytest.raises(ValueError):
+        evaluate(f, "layer_majority", {"metric": "frac", "min": 0.3, "max": 0.1})
+
+
 def test_layer_summary_rule():
     f = pd.DataFrame({"layer": range(6), "metric": "linearity", "value": [0.5, 0.95, 0.92, 0.97, 0.91, 0.3]})
     v = evaluate(f, "layer_summary", {"metric": "linearity", "min": 0.9, "skip_first": 1, "skip_last": 1})
