@@ -35,7 +35,7 @@ from torch import nn
 from bench.core.errors import BenchError
 from bench.core.store import cache_root, key_of, sha256_bytes
 
-ENGINE_VERSION = 1
+ENGINE_VERSION = 2  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)
 Targets = Literal["ffn", "attention", "all"]
 
 
@@ -246,7 +246,8 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
     gen = torch.Generator().manual_seed(recipe.seed)
     order = _order(len(rows), recipe.batch, steps, gen)
     params = [p for _, p in _trainable(model)]
-    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params) or None
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, fused=fused)
     decay = (lambda s: 1.0 - s / steps) if recipe.schedule == "linear" else (lambda s: 1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, decay)
     losses: list[float] = []
