@@ -26,9 +26,9 @@ def _no_cache_decode(model, tok, prompts, max_new_tokens):
     """Greedy decoding that re-runs the growing sequence every token (the baseline for the KV cache)."""
     import torch
 
-    from bench.families.generalization import sampling
+    from bench.models import decoding
 
-    ids, mask = sampling.encode_prompts(tok, prompts, "cpu")
+    ids, mask = decoding.encode_prompts(tok, prompts, "cpu")
     with torch.no_grad():
         for _ in range(max_new_tokens):
             res = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
@@ -49,7 +49,8 @@ def main() -> None:
     import torch
 
     from bench import models
-    from bench.families.generalization import sampling, tasks, train_loop
+    from bench.families.generalization import tasks, train_loop
+    from bench.models import decoding
     from bench.families.generalization.train_loop import TrainConfig
 
     torch.set_num_threads(args.threads)
@@ -72,25 +73,25 @@ def main() -> None:
         sft_s = (time.perf_counter() - t) / args.steps
     expanded = [p for p in prompts[: args.batch] for _ in range(args.group)]
     t = time.perf_counter()
-    sampling.decode(m.hf, m.tokenizer, expanded, 8, micro_batch=len(expanded))
+    decoding.decode(m.hf, m.tokenizer, expanded, 8, micro_batch=len(expanded))
     cached = time.perf_counter() - t
     t = time.perf_counter()
     _no_cache_decode(m.hf, m.tokenizer, expanded, 8)
     uncached = time.perf_counter() - t
     evals = [tasks.prompt(it, demos) for it in tasks.generate(task, "id", 20, seed=1)]
     targets = [f" {items[i // args.group].solution}\n" for i in range(len(expanded))]
-    c_ids, c_mask = sampling.encode_completions(m.tokenizer, targets, "cpu")
+    c_ids, c_mask = decoding.encode_completions(m.tokenizer, targets, "cpu")
     dec_s: dict[bool, list[float]] = {True: [], False: []}
     pass_s: dict[bool, list[float]] = {True: [], False: []}
     with train_loop.adapted(m.hf, m.arch, sft) as model:
         for _ in range(3):  # alternating, medians: the machine's speed drifts
             for share in (True, False):
                 t = time.perf_counter()
-                sampling.decode(model, m.tokenizer, evals, 8, micro_batch=len(evals), share=share)
+                decoding.decode(model, m.tokenizer, evals, 8, micro_batch=len(evals), share=share)
                 dec_s[share].append(time.perf_counter() - t)
-                enc = sampling.encode(m.tokenizer, expanded, "cpu", share=share)
+                enc = decoding.encode(m.tokenizer, expanded, "cpu", share=share)
                 t = time.perf_counter()
-                (-sampling.token_logprobs(model, enc, c_ids, c_mask).sum()).backward()
+                (-decoding.token_logprobs(model, enc, c_ids, c_mask).sum()).backward()
                 pass_s[share].append(time.perf_counter() - t)
     dec_shared, dec_whole = statistics.median(dec_s[True]), statistics.median(dec_s[False])
     pass_shared, pass_whole = statistics.median(pass_s[True]), statistics.median(pass_s[False])

@@ -2,9 +2,9 @@
 
 ``tasks``       GeneralPoints: hands, the face-card rule (J/Q/K = 10 in distribution, 11/12/13 out of it),
                 the exact verifier (own parser, rational arithmetic), the solver and the seeded generator
-``sampling``    batched KV-cache decoding (greedy or seeded sampling), completion log-probabilities
 ``train_loop``  LoRA (peft) or full fine-tuning; SFT steps; GRPO-style policy-gradient steps on the verifier's
-                reward; FLOPs estimate
+                reward; FLOPs estimate.  Decoding and completion log-probabilities (the prompts' shared prefix
+                run once) come from :mod:`bench.models.decoding`
 ``probes``      ``sft_vs_rl``: initial / SFT / RL / SFT→RL accuracy on the same held-out hands, every stage
                 cached with ``ctx.memo`` (the two specs share the initial, SFT and RL stages)
 ``rules``       ``accuracy_floor`` (exact binomial test), the precondition of both specs

@@ -18,7 +18,8 @@ import torch
 
 from bench.core.errors import BenchError
 from bench.core.registry import probe_def
-from bench.families.generalization import sampling, tasks
+from bench.families.generalization import tasks
+from bench.models import decoding
 from bench.families.generalization.schemas import StageScores
 from bench.families.generalization.train_loop import (
     TrainConfig,
@@ -116,7 +117,7 @@ class _Run:
         out = []
         for split, items in self.eval_items.items():
             self.ctx.progress(0.0, f"{stage}: answering {len(items)} {split} items")
-            comp = sampling.decode(model, self.tok, self.prompts(items), self.cfg["max_new_tokens"],
+            comp = decoding.decode(model, self.tok, self.prompts(items), self.cfg["max_new_tokens"],
                                    micro_batch=self.micro)
             ok = [float(tasks.score(t, it.values, it.target)) for t, it in zip(comp.texts, items)]
             out.append(_rows("correct", stage, ok, split=split, sample=list(range(len(items)))))

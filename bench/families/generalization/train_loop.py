@@ -20,7 +20,7 @@ from typing import Literal
 
 import torch
 
-from bench.families.generalization import sampling
+from bench.models import decoding
 from bench.models import train as engine
 
 
@@ -79,8 +79,8 @@ def optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
 def sft_loss(model, tok, prompts: list[str], targets: list[str]) -> torch.Tensor:
     """Mean token negative log-likelihood of `targets` after `prompts`."""
     device = next(model.parameters()).device
-    c_ids, c_mask = sampling.encode_completions(tok, targets, device)
-    logp = sampling.token_logprobs(model, sampling.encode(tok, prompts, device), c_ids, c_mask)  # (B, C)
+    c_ids, c_mask = decoding.encode_completions(tok, targets, device)
+    logp = decoding.token_logprobs(model, decoding.encode(tok, prompts, device), c_ids, c_mask)  # (B, C)
     return -logp.sum() / c_mask.sum().clamp(min=1)
 
 
@@ -98,14 +98,14 @@ def group_advantages(rewards: torch.Tensor, group: int) -> torch.Tensor:
     return (r - r.mean(dim=1, keepdim=True)).reshape(-1)
 
 
-def pg_loss(comp: sampling.Completions, logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+def pg_loss(comp: decoding.Completions, logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
     """Policy-gradient loss −mean_i A_i · (mean token log-prob of completion i); its gradient raises the
     probability of completions with positive advantage."""
     seq = logp.sum(-1) / comp.mask.sum(-1).clamp(min=1)  # (N,)
     return -(advantages.to(seq.dtype) * seq).mean()
 
 
-def policy_update(model, opt, comp: sampling.Completions, rewards: torch.Tensor, group: int) -> float:
+def policy_update(model, opt, comp: decoding.Completions, rewards: torch.Tensor, group: int) -> float:
     """One optimizer step on the policy-gradient loss of completions `comp` (groups of `group` consecutive
     samples of one prompt) with their (N,) `rewards`; returns the loss."""
     adv = group_advantages(rewards, group)
@@ -113,7 +113,7 @@ def policy_update(model, opt, comp: sampling.Completions, rewards: torch.Tensor,
     if not bool((adv != 0).any()):  # every group scored alike: no signal, no pass (the step still counts)
         opt.step()
         return 0.0
-    logp = sampling.token_logprobs(model, comp.prompts, comp.ids, comp.mask)  # (N, C)
+    logp = decoding.token_logprobs(model, comp.prompts, comp.ids, comp.mask)  # (N, C)
     loss = pg_loss(comp, logp, adv.to(logp.device))
     loss.backward()
     opt.step()
@@ -135,7 +135,7 @@ def rl_step(model, tok, opt, prompts: list[str], reward: Callable[[int, str], fl
 
     t0 = time.perf_counter()
     expanded = [p for p in prompts for _ in range(cfg.group)]
-    comp = sampling.decode(model, tok, expanded, cfg.max_new_tokens, generator=generator,
+    comp = decoding.decode(model, tok, expanded, cfg.max_new_tokens, generator=generator,
                            temperature=cfg.temperature, micro_batch=len(expanded))
     rewards = torch.tensor([reward(i // cfg.group, t) for i, t in enumerate(comp.texts)], dtype=torch.float32)
     t1 = time.perf_counter()

@@ -13,9 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-import torch
-
-from bench.families.microscope.layerpass import pad_id
+from bench.models import decoding
 
 TEMPLATES = ("What is the capital of {}?", "Which city is the capital of {}?", "Name the capital city of {}.",
              "In which city is the government of {} seated?")
@@ -84,27 +82,7 @@ def is_correct(answer: str, aliases: tuple[str, ...]) -> bool:
     return any(first == a or first.startswith(a + " ") for a in (normalise(x) for x in aliases) if a)
 
 
-@torch.no_grad()
-def greedy_answers(model, prompts: list[str], max_new_tokens: int, batch: int,
-                   progress=lambda f, m="": None) -> list[str]:
-    """Greedy continuations of `prompts` (left-padded batches)."""
-    tok = model.tokenizer
-    side, pad = tok.padding_side, tok.pad_token
-    tok.padding_side = "left"
-    if pad is None:
-        tok.pad_token = tok.eos_token
-    out = []
-    try:
-        for i in range(0, len(prompts), batch):
-            enc = tok(prompts[i : i + batch], return_tensors="pt", padding=True)
-            gen = model.hf.generate(input_ids=enc["input_ids"].to(model.device),
-                                    attention_mask=enc["attention_mask"].to(model.device),
-                                    max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_id(tok))
-            new = gen[:, enc["input_ids"].shape[1]:]
-            out += tok.batch_decode(new, skip_special_tokens=True)
-            progress(min(1.0, (i + batch) / len(prompts)), "greedy answers")
-    finally:
-        tok.padding_side = side
-        if pad is None:
-            tok.pad_token = None
-    return out
+def greedy_answers(model, prompts: list[str], max_new_tokens: int, batch: int) -> list[str]:
+    """Greedy answers (the first line of each continuation) to `prompts`, which share their demonstrations: the
+    shared prefix runs once (:func:`bench.models.decoding.decode`), and decoding stops at the end of the line."""
+    return list(decoding.decode(model.hf, model.tokenizer, prompts, max_new_tokens, micro_batch=batch).texts)

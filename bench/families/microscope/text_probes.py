@@ -62,7 +62,7 @@ def question_shift(ctx, *, corpus: str = "brown:all", n_texts: int = 32, suffix:
     return finish(frame, notes)
 
 
-@probe_def("token_removal", version=1, schema=TokenLayerMetrics, metrics=REMOVAL)
+@probe_def("token_removal", version=2, schema=TokenLayerMetrics, metrics=REMOVAL)
 def token_removal(ctx, *, n_questions: int = 40, n_demos: int = 2, max_new_tokens: int = 6,
                   micro_batch: int = 8) -> pd.DataFrame:
     """Greedy QA accuracy (country → capital) with the original prompts and with stop words, punctuation or
@@ -70,7 +70,10 @@ def token_removal(ctx, *, n_questions: int = 40, n_demos: int = 2, max_new_token
     demos, facts = capital_facts(n_questions, n_demos)
     stops = stop_words()
     prompts = [(c, i, prompt(demos, f, c, stops)) for c in CONDITIONS for i, f in enumerate(facts)]
-    answers = greedy_answers(ctx.model, [p for _, _, p in prompts], max_new_tokens, micro_batch, ctx.progress)
+    answers = []
+    for k, c in enumerate(CONDITIONS):  # one condition's prompts share their (edited) demonstrations
+        ctx.progress(k / len(CONDITIONS), f"greedy answers, {c}")
+        answers += greedy_answers(ctx.model, [p for cc, _, p in prompts if cc == c], max_new_tokens, micro_batch)
     rows = [(i, c, "correct", float(is_correct(a, facts[i].aliases))) for (c, i, _), a in zip(prompts, answers)]
     frame = pd.DataFrame(rows, columns=["sample", "condition", "metric", "value"])
     acc = frame.groupby("condition")["value"].mean()

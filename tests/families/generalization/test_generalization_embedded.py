@@ -42,19 +42,20 @@ def test_batched_greedy_answers_equal_transformers_generate(smollm, one_thread):
     """A value on the real model: the left-padded, KV-cached batch decoding that scores every stage gives, prompt
     by prompt, the text transformers' own greedy ``generate`` gives (cut at the end of the line), and the
     verifier scores both alike."""
-    from bench.families.generalization import sampling, tasks
+    from bench.families.generalization import tasks
+    from bench.models import decoding
 
     task = tasks.TaskConfig(2, None, "+", 100)
     demos = tasks.demo_items(task, "ood", 3, 0, faces=True)
     items = tasks.generate(task, "ood", 6, 0, stream=3, need_face=True)
     prompts = [tasks.prompt(it, demos) for it in items]
     tok = smollm.tokenizer
-    got = sampling.decode(smollm.hf, tok, prompts, 12, micro_batch=4).texts  # two batches of unequal padding
+    got = decoding.decode(smollm.hf, tok, prompts, 12, micro_batch=4).texts  # two batches of unequal padding
     for p, it, text in zip(prompts, items, got):
-        ids, mask = sampling.encode_prompts(tok, [p], "cpu")
+        ids, mask = decoding.encode_prompts(tok, [p], "cpu")
         with torch.no_grad():
             out = smollm.hf.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12, do_sample=False,
-                                     pad_token_id=sampling.pad_id(tok))
+                                     pad_token_id=decoding.pad_id(tok))
         ref = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).split("\n", 1)[0]
         assert text == ref, p
         assert tasks.score(text, it.values, it.target) == tasks.score(ref, it.values, it.target)

@@ -10,7 +10,8 @@ import torch
 from bench.core import schemas
 from bench.core.context import ProbeContext
 from bench.core.store import Cache
-from bench.families.generalization import probes, sampling, tasks, train_loop
+from bench.families.generalization import probes, tasks, train_loop
+from bench.models import decoding
 from bench.families.generalization.train_loop import TrainConfig
 from bench.models import arch as arch_mod
 from tests.conftest import build_tiny
@@ -18,14 +19,14 @@ from tests.conftest import build_tiny
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _completions(tok, prompt: str, texts: list[str]) -> sampling.Completions:
-    c_ids, c_mask = sampling.encode_completions(tok, texts, "cpu")
-    return sampling.Completions(sampling.encode(tok, [prompt] * len(texts), "cpu"), c_ids, c_mask, tuple(texts))
+def _completions(tok, prompt: str, texts: list[str]) -> decoding.Completions:
+    c_ids, c_mask = decoding.encode_completions(tok, texts, "cpu")
+    return decoding.Completions(decoding.encode(tok, [prompt] * len(texts), "cpu"), c_ids, c_mask, tuple(texts))
 
 
 def _seq_logp(model, comp) -> torch.Tensor:
     with torch.no_grad():
-        return sampling.token_logprobs(model, comp.prompts, comp.ids, comp.mask).sum(-1)
+        return decoding.token_logprobs(model, comp.prompts, comp.ids, comp.mask).sum(-1)
 
 
 @pytest.mark.parametrize("adapter", ["lora", "full"])
@@ -95,7 +96,7 @@ def test_adapter_weights_come_from_the_seed_not_from_what_the_process_drew_befor
 
 
 def _accuracy(model, tok, items) -> float:
-    comp = sampling.decode(model, tok, [tasks.prompt(it) for it in items], 6)
+    comp = decoding.decode(model, tok, [tasks.prompt(it) for it in items], 6)
     return sum(tasks.score(t, it.values, it.target) for t, it in zip(comp.texts, items)) / len(items)
 
 
@@ -146,7 +147,7 @@ def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a warm re-run must not generate or train")
 
-    monkeypatch.setattr(sampling, "decode", boom)
+    monkeypatch.setattr(decoding, "decode", boom)
     monkeypatch.setattr(probes, "train", boom)
     again = probes.sft_vs_rl(ctx, **PARAMS)
     pd.testing.assert_frame_equal(again.reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)

@@ -4,7 +4,8 @@ A batch of prompts is laid out as :class:`Prompts`: the token prefix they all sh
 the demonstrations), run once, and each prompt's remaining tokens, left-padded so every sequence's next token
 sits in the last column.  Position ids follow the attention mask, so neither the padding nor the split changes
 what the model computes: both give the numbers of whole left-padded prompts, up to float rounding.  The shared
-prefix is what makes this cheap: in the smoke task it is ~80 of a prompt's ~100 tokens.
+prefix is what makes this cheap: few-shot prompts repeat their instructions and demonstrations (in the
+generalization family's smoke task ~80 of a prompt's ~100 tokens).
 
 The prefix's KV cache is copied along the batch.  Under autograd (:func:`token_logprobs` in a training step) it
 is computed with gradients and expanded by ``repeat_interleave``, whose backward sums the copies' gradients, so
