@@ -4,7 +4,8 @@
 
 1. training step time, LoRA (r = 1, FFN) vs full fine-tuning;
 2. categorisation throughput with the shared-prefix KV cache vs whole prompts (target ≥ 3×);
-3. answer-only loss: the LM head on answer positions only vs on every position (target ≥ 2× on Gemma).
+3. answer-only loss: the LM head on answer positions only vs on every position, loss + backward, under LoRA
+   (frozen base) and under full fine-tuning (target ≥ 2× on Gemma).
 """
 
 from __future__ import annotations
@@ -57,19 +58,28 @@ def main() -> None:
         t_plain = _time(lambda: C.count_correct(lm, tok, pool, prompts, max_new=8, answer=C.answer_plain))
         ids, att, tgt = train.collate(train.encode(tok, exs), tok.pad_token_id or 0, m.device)
 
-        def loss_step(only: bool):
-            lm.zero_grad(set_to_none=True)
-            train.answer_loss(lm, ids, att, tgt, only).backward()
+        def loss_step(model, only: bool):
+            model.zero_grad(set_to_none=True)
+            train.answer_loss(model, ids, att, tgt, only).backward()
 
-        t_sel = _time(lambda: loss_step(True), 2)
-        t_all = _time(lambda: loss_step(False), 2)
+        # full fine-tuning: every weight (the tied head too) takes a gradient
+        t_sel = _time(lambda: loss_step(lm, True), 2)
+        t_all = _time(lambda: loss_step(lm, False), 2)
         lm.zero_grad(set_to_none=True)
+        # LoRA: frozen base, the gradient flows to the FFN adapters only
+        with train.lora_adapters(lm, train.target_modules(lm, rec.targets), r=rec.r, alpha=rec.alpha,
+                                 seed=rec.seed, dropout=rec.dropout, rslora=rec.rslora) as wrapper:
+            base = wrapper.get_base_model()
+            t_sel_lora = _time(lambda: loss_step(base, True), 2)
+            t_all_lora = _time(lambda: loss_step(base, False), 2)
         print(f"{name}: full FT / LoRA step time {t_full / t_lora:.2f}× "
               f"({t_full / args.steps:.2f} s vs {t_lora / args.steps:.2f} s per step of 8); "
               f"categorisation cached prefix {t_plain / t_cached:.2f}× faster ({t_cached:.1f} s vs {t_plain:.1f} s, "
               f"{len(pool)} facts × {prompts.k} prompts); "
-              f"answer-position head {t_all / t_sel:.2f}× faster ({t_sel:.2f} s vs {t_all:.2f} s, "
-              f"{int(att.sum())} tokens, {int(tgt.sum())} answer tokens)", flush=True)
+              f"answer-position head, loss + backward {t_all_lora / t_sel_lora:.2f}× faster under LoRA "
+              f"({t_sel_lora:.2f} s vs {t_all_lora:.2f} s), {t_all / t_sel:.2f}× under full fine-tuning "
+              f"({t_sel:.2f} s vs {t_all:.2f} s; {int(att.sum())} tokens, {int(tgt.sum())} answer tokens)",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,12 @@ class Prompts:
     def rows(self, index) -> "Prompts":
         return Prompts(self.prefix, self.ids[index], self.mask[index])
 
+    def unshared(self) -> "Prompts":
+        """The same prompts with no shared prefix, each left-padded whole (real tokens flush right)."""
+        rows = [torch.cat([self.prefix, r[m.bool()]]).tolist() for r, m in zip(self.ids, self.mask)]
+        ids, mask = _left_padded(rows, 0, self.ids.device)  # the padding's id is masked out: any id does
+        return Prompts(self.prefix[:0], ids, mask)
+
     def whole(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, P + S) ids and mask of the whole prompts (the prefix written out in every row)."""
         pre = self.prefix[None].expand(len(self), -1)
@@ -121,6 +127,26 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
+def window(model) -> int | None:
+    """The smallest sliding attention window of `model`'s layers, or None (every layer sees everything)."""
+    cfg = getattr(model, "config", None)
+    cfg = getattr(cfg, "text_config", None) or cfg
+    w = getattr(cfg, "sliding_window", None)
+    return int(w) if w else None
+
+
+def fitting(model, prompts: Prompts, new_tokens: int) -> Prompts:
+    """`prompts`, or the same prompts unshared when a sequence could outgrow a sliding attention window.
+
+    A window counts cache slots, and the split layout puts a shorter prompt's padding between the prefix and its
+    rest: once the sequence is longer than the window, that padding would take slots of the window that real
+    tokens fill when the prompt runs alone.  Whole left-padded prompts keep their padding out of every window."""
+    w = window(model)
+    if w is None or not prompts.n_prefix or prompts.n_prefix + prompts.ids.shape[1] + new_tokens <= w:
+        return prompts
+    return prompts.unshared()
+
+
 def prefix_cache(model, prompts: Prompts):
     """The KV cache of the shared prefix, computed once (with gradients when autograd is on), or None."""
     if not prompts.n_prefix:
@@ -143,7 +169,7 @@ def decode(model, tok, prompts: list[str], max_new_tokens: int, *, generator: to
     """Greedy decoding when `generator` is None, else sampling at `temperature` drawn from `generator`;
     `share`: run the prompts' common prefix once (else every prompt whole)."""
     device = next(model.parameters()).device
-    enc = encode(tok, prompts, device, share=share)
+    enc = fitting(model, encode(tok, prompts, device, share=share), max_new_tokens)
     base = prefix_cache(model, enc)
     outs = []
     for i in range(0, len(enc), micro_batch):
@@ -161,7 +187,11 @@ def decode(model, tok, prompts: list[str], max_new_tokens: int, *, generator: to
 
 
 def _decode_batch(model, tok, prompts: Prompts, past, max_new_tokens, generator, temperature):
-    """(ids (B, c), kept-token mask (B, c), texts) of one micro-batch whose shared prefix is in `past`."""
+    """(ids (B, c), kept-token mask (B, c), texts) of one micro-batch whose shared prefix is in `past`.
+
+    Greedy decoding drops finished rows from the batch (their cache rows too), so a batch costs what its longest
+    answers cost only for those answers.  Sampling keeps every row, so that the generator's draws, and with
+    them the samples, do not depend on when other rows finish."""
     B = len(prompts)
     device = prompts.ids.device
     eos = tok.eos_token_id
@@ -169,31 +199,38 @@ def _decode_batch(model, tok, prompts: Prompts, past, max_new_tokens, generator,
     keep = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     texts = [""] * B
+    alive = torch.arange(B, device=device)  # the original row of each batch row
     cur_ids, cur_mask = prompts.ids, prompts.full_mask()
+    used = 0
     for t in range(max_new_tokens):
+        used = t + 1
         pos = _positions(cur_mask)[:, -cur_ids.shape[1]:]
         res = model(input_ids=cur_ids, attention_mask=cur_mask, position_ids=pos,
                     cache=past, use_cache=True, logits_to_keep=1)
         past = res.cache
-        logits = res.logits[:, -1, :].float()  # (B, V)
+        logits = res.logits[:, -1, :].float()  # (b, V)
         if generator is None:
             nxt = logits.argmax(-1)
         else:
             probs = torch.softmax(logits / temperature, -1)
             nxt = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(device)
-        out[:, t] = torch.where(done, out[:, t], nxt)
-        keep[:, t] = (~done).long()
-        for i in range(B):
-            if not done[i]:
-                texts[i] = tok.decode(out[i, : t + 1][keep[i, : t + 1].bool()], skip_special_tokens=True)
-                if "\n" in texts[i] or (eos is not None and int(nxt[i]) == eos):
-                    done[i] = True
+        live = ~done[alive]  # (b,) rows of this batch still writing
+        rows = alive[live]
+        out[rows, t] = nxt[live]
+        keep[rows, t] = 1
+        for i in rows.tolist():
+            texts[i] = tok.decode(out[i, : t + 1][keep[i, : t + 1].bool()], skip_special_tokens=True)
+            if "\n" in texts[i] or (eos is not None and int(out[i, t]) == eos):
+                done[i] = True
         if bool(done.all()):
-            out, keep = out[:, : t + 1], keep[:, : t + 1]
             break
+        if generator is None and bool(done[alive].any()):  # greedy: finished rows leave the batch
+            stay = (~done[alive]).nonzero().squeeze(1)
+            alive, nxt, cur_mask = alive[stay], nxt[stay], cur_mask[stay]
+            past.batch_select_indices(stay)
         cur_ids = nxt[:, None]
-        cur_mask = torch.cat([cur_mask, torch.ones((B, 1), dtype=cur_mask.dtype, device=device)], 1)
-    return out, keep, tuple(x.split("\n", 1)[0] for x in texts)
+        cur_mask = torch.cat([cur_mask, torch.ones((len(alive), 1), dtype=cur_mask.dtype, device=device)], 1)
+    return out[:, :used], keep[:, :used], tuple(x.split("\n", 1)[0] for x in texts)
 
 
 def token_logprobs(model, prompts: Prompts, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -203,6 +240,7 @@ def token_logprobs(model, prompts: Prompts, ids: torch.Tensor, mask: torch.Tenso
     each prompt + its completion, computing only the logits that predict completion tokens (``logits_to_keep``),
     which spares most of the LM head.
     """
+    prompts = fitting(model, prompts, ids.shape[1])
     past = _expanded(prefix_cache(model, prompts), len(prompts), keep=False)
     full_ids = torch.cat([prompts.ids, ids], 1)  # (B, S + C)
     full_mask = torch.cat([prompts.full_mask(), mask], 1)  # (B, P + S + C)

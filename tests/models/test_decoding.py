@@ -73,3 +73,30 @@ def test_greedy_and_seeded_decoding_equal_whole_prompts(tiny_tokenizer, family):
     a = decoding.decode(hf, tiny_tokenizer, prompts, 6, generator=torch.Generator().manual_seed(1))
     b = decoding.decode(hf, tiny_tokenizer, prompts, 6, generator=torch.Generator().manual_seed(1), share=False)
     assert a.texts == b.texts
+
+
+def test_prompts_longer_than_a_sliding_window_give_what_they_give_alone(tiny_tokenizer):
+    """Padding between a shared prefix and a shorter prompt's rest would take window slots once the sequence
+    outgrows a sliding window (64 here): decoding must then fall back to whole left-padded prompts."""
+    hf = build_tiny("gemma3", vocab=len(tiny_tokenizer))
+    assert decoding.window(hf) == 64
+    head = "Question: a long shared preamble that fills most of the attention window, " * 3
+    prompts = [head + "then a short one?", head + "then a much longer question with many more words in it?"]
+    enc = decoding.encode(tiny_tokenizer, prompts, "cpu")
+    assert enc.n_prefix + enc.ids.shape[1] > 64 and enc.mask[0, 0] == 0  # the first prompt is padded mid-way
+    fitted = decoding.fitting(hf, enc, 6)
+    assert fitted.n_prefix == 0 and torch.equal(fitted.whole()[0], decoding.encode_prompts(tiny_tokenizer, prompts, "cpu")[0])
+    got = decoding.decode(hf, tiny_tokenizer, prompts, 6).texts
+    alone = tuple(decoding.decode(hf, tiny_tokenizer, [p], 6).texts[0] for p in prompts)
+    assert got == alone
+
+
+def test_finished_rows_leave_a_greedy_batch_without_changing_the_others(tiny_tokenizer):
+    hf = build_tiny("gemma3", seed=1, vocab=len(tiny_tokenizer))  # a seed whose answers end at different steps
+    prompts = _prompts(6)
+    batch = decoding.decode(hf, tiny_tokenizer, prompts, 8)
+    assert len(set(batch.mask.sum(1).tolist())) > 2  # rows did leave the batch before the others finished
+    alone = [decoding.decode(hf, tiny_tokenizer, [p], 8) for p in prompts]
+    assert batch.texts == tuple(a.texts[0] for a in alone)
+    for i, a in enumerate(alone):  # the kept tokens, whatever the batch's width
+        assert batch.ids[i][batch.mask[i].bool()].tolist() == a.ids[0][a.mask[0].bool()].tolist()

@@ -32,8 +32,9 @@ from bench.families.generalization.train_loop import (
 
 METRICS = ("correct", "rl_gain", "train_loss", "train_reward", "train_flops")
 ARMS = ("sft", "rl", "sft_rl")
-VERSION = 3  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
+VERSION = 4  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
 # 3: the prompts' shared prefix runs once (same numbers up to float rounding, so a near-tie may break otherwise)
+# 4: greedy decoding drops finished answers from the batch (float rounding again)
 
 
 class TaskSetupError(BenchError):

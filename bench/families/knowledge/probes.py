@@ -25,7 +25,7 @@ from bench.models.train import Recipe, Targets
 METRICS = ("negative_shift", "positive_shift", "reliability", "known_after", "before_correct", "train_loss")
 
 
-@probe_def("knowledge_shift", version=1, schema=KnowledgeFrame, metrics=METRICS)
+@probe_def("knowledge_shift", version=2, schema=KnowledgeFrame, metrics=METRICS)
 def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int = 16, n_pool: int = 200,
                     k: int = 10, shots: int = 4, max_new: int = 32, eval_batch: int = 32,
                     unknown: Literal["pool", "fictional"] = "pool", n_train: int = 10, n_mix: int = 10,

@@ -23,6 +23,10 @@ from bench.families.knowledge.categorise import Prompts, ask, count_correct, zer
 from bench.models import train
 from bench.models.train import Example, Recipe
 
+# Version of how answers are produced, in the sub-results' keys.  2: each prompt tokenized as one text (the
+# prefix and the question were tokenized apart, which can split the blank line between them differently).
+ANSWERS = 2
+
 
 @dataclass(frozen=True)
 class Design:
@@ -66,8 +70,8 @@ def before(ctx, design: Design, say=lambda f, m="": None) -> tuple[np.ndarray, P
                                progress=lambda f, m="": say(f, f"base model: {m}"))
         return pd.DataFrame({"sample": np.arange(len(pool)), "value": counts.astype(float)})
 
-    parts = {"knowledge": "before", "model": ctx.model.fingerprint, "design": _eval_parts(design),
-             "seed": ctx.seed}
+    parts = {"knowledge": "before", "answers": ANSWERS, "model": ctx.model.fingerprint,
+             "design": _eval_parts(design), "seed": ctx.seed}
     frame = ctx.memo(parts, compute)
     return frame.sort_values("sample")["value"].to_numpy(int), prompts, pool
 
@@ -153,6 +157,6 @@ def after(ctx, design: Design, condition: str, recipe: Recipe, sp: Split, prompt
                 pd.DataFrame({"metric": "train_loss", "step": np.arange(len(losses)), "value": losses})]
         return pd.concat(rows, ignore_index=True)
 
-    parts = {"knowledge": "after", "model": ctx.model.fingerprint, "design": design.parts(), "seed": ctx.seed,
-             "condition": condition, "recipe": recipe.params(), "data": train.data_hash(exs)}
+    parts = {"knowledge": "after", "answers": ANSWERS, "model": ctx.model.fingerprint, "design": design.parts(),
+             "seed": ctx.seed, "condition": condition, "recipe": recipe.params(), "data": train.data_hash(exs)}
     return ctx.memo(parts, compute)

@@ -10,7 +10,6 @@ import torch
 from bench.corpora.facts import fictional, geonames, matches
 from bench.families.knowledge.categorise import (
     Prompts,
-    _ids,
     answer_after,
     ask,
     count_correct,
@@ -35,7 +34,7 @@ def test_shared_prefix_answers_equal_transformers_generate(smollm, capitals, one
     prefix = demo_block(demos[:4])
     fast = answer_after(hf, tok, prefix, [ask(f) for f in known], max_new=8)
     for fact, got in zip(known, fast):
-        ids = torch.tensor([_ids(tok, prefix, True) + _ids(tok, ask(fact), False)])
+        ids = torch.tensor([tok(prefix + ask(fact))["input_ids"]])  # the whole prompt, tokenized as one text
         with torch.no_grad():
             out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
                               pad_token_id=tok.eos_token_id)
