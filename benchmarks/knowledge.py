@@ -46,8 +46,7 @@ def main() -> None:
         rec = train.Recipe(steps=args.steps, batch=8)
 
         def lora_steps():
-            with train.lora_adapters(lm, train.target_modules(lm, rec.targets), r=rec.r, alpha=rec.alpha,
-                                     seed=rec.seed, dropout=rec.dropout, rslora=rec.rslora) as wrapper:
+            with train.recipe_adapters(lm, rec) as wrapper:
                 train.fit(wrapper.get_base_model(), tok, exs, rec)
 
         def full_steps():
@@ -67,8 +66,7 @@ def main() -> None:
         t_all = _time(lambda: loss_step(lm, False), 2)
         lm.zero_grad(set_to_none=True)
         # LoRA: frozen base, the gradient flows to the FFN adapters only
-        with train.lora_adapters(lm, train.target_modules(lm, rec.targets), r=rec.r, alpha=rec.alpha,
-                                 seed=rec.seed, dropout=rec.dropout, rslora=rec.rslora) as wrapper:
+        with train.recipe_adapters(lm, rec) as wrapper:
             base = wrapper.get_base_model()
             t_sel_lora = _time(lambda: loss_step(base, True), 2)
             t_all_lora = _time(lambda: loss_step(base, False), 2)

@@ -50,7 +50,7 @@ class Prompts:
     def unshared(self) -> "Prompts":
         """The same prompts with no shared prefix, each left-padded whole (real tokens flush right)."""
         rows = [torch.cat([self.prefix, r[m.bool()]]).tolist() for r, m in zip(self.ids, self.mask)]
-        ids, mask = _left_padded(rows, 0, self.ids.device)  # the padding's id is masked out: any id does
+        ids, mask = _padded(rows, 0, self.ids.device)  # the padding's id is masked out: any id does
         return Prompts(self.prefix[:0], ids, mask)
 
     def whole(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,14 +74,16 @@ def pad_id(tok) -> int:
     return 0
 
 
-def _left_padded(rows: list[list[int]], pid: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def _padded(rows: list[list[int]], pid: int, device, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) ids and mask of token rows, padded with `pid` on the left (real tokens flush right) or the right."""
     width = max(1, max(len(r) for r in rows))
     ids = torch.full((len(rows), width), pid, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
         if r:
-            ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-            mask[i, width - len(r):] = 1
+            span = slice(width - len(r), width) if left else slice(0, len(r))
+            ids[i, span] = torch.tensor(r, dtype=torch.long)
+            mask[i, span] = 1
     return ids.to(device), mask.to(device)
 
 
@@ -102,7 +104,7 @@ def encode(tok, prompts: list[str], device, share: bool = True) -> Prompts:
     split is on token ids, so prefix + rest is exactly each prompt's tokenization."""
     rows = [tok(p, add_special_tokens=True)["input_ids"] for p in prompts]
     n = shared_length(rows) if share else 0
-    ids, mask = _left_padded([r[n:] for r in rows], pad_id(tok), device)
+    ids, mask = _padded([r[n:] for r in rows], pad_id(tok), device)
     return Prompts(torch.tensor(rows[0][:n], dtype=torch.long, device=device), ids, mask)
 
 
@@ -114,13 +116,7 @@ def encode_prompts(tok, prompts: list[str], device) -> tuple[torch.Tensor, torch
 def encode_completions(tok, texts: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded (B, C) ids and mask of completion texts (no special tokens)."""
     rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-    width = max(1, max(len(r) for r in rows))
-    ids = torch.full((len(rows), width), pad_id(tok), dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[i, : len(r)] = 1
-    return ids.to(device), mask.to(device)
+    return _padded(rows, pad_id(tok), device, left=False)
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:

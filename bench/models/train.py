@@ -138,6 +138,12 @@ def lora_adapters(base: nn.Module, targets: Sequence[str], *, r: int, alpha: flo
             p.requires_grad_(flags.get(n, False))
 
 
+def recipe_adapters(base: nn.Module, recipe: Recipe):
+    """:func:`lora_adapters` on `base` as a LoRA `recipe` asks (its targets, rank, alpha, seed, dropout, rsLoRA)."""
+    return lora_adapters(base, target_modules(base, recipe.targets), r=recipe.r, alpha=recipe.alpha,
+                         seed=recipe.seed, dropout=recipe.dropout, rslora=recipe.rslora)
+
+
 def full_copy(base: nn.Module) -> nn.Module:
     """A deep copy of `base` with every parameter trainable (full fine-tuning never touches `base`)."""
     model = copy.deepcopy(base)
@@ -310,13 +316,8 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
     key = train_key(fingerprint, examples, recipe)
     final = entry_dir(key, root)
     with contextlib.ExitStack() as stack:
-        if recipe.method == "lora":
-            wrapper = stack.enter_context(lora_adapters(
-                base, target_modules(base, recipe.targets), r=recipe.r, alpha=recipe.alpha, seed=recipe.seed,
-                dropout=recipe.dropout, rslora=recipe.rslora))
-            model = wrapper.get_base_model()  # the causal LM itself, adapters injected
-        else:
-            model = full_copy(base)
+        lora = recipe.method == "lora"  # the causal LM itself with adapters injected, or a full copy
+        model = stack.enter_context(recipe_adapters(base, recipe)).get_base_model() if lora else full_copy(base)
         trained = [n for n, _ in _trainable(model)]
         if (final / "meta.json").is_file():
             try:

@@ -17,12 +17,7 @@ from typing import Callable, Sequence
 
 import torch
 
-
-def pad_id(tokenizer) -> int:
-    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
-        if tid is not None:
-            return int(tid)
-    return 0
+from bench.models.decoding import pad_id
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:

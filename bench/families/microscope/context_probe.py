@@ -32,10 +32,10 @@ from bench.families.microscope.layerpass import (
     block_states,
     finish,
     layer_pass_memo,
-    pad_id,
     prepare_items,
 )
 from bench.families.microscope.schemas import TokenLayerMetrics
+from bench.models.decoding import pad_id
 
 METRICS = ("context_loss", "context_loss_blind", "context_loss_shuffled", "token_error_mean",
            "decoder_gain_vs_blind", "decoder_gain_vs_shuffled", "train_loss")

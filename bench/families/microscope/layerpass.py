@@ -33,6 +33,7 @@ from bench.families.microscope.linearity import (
     token_errors,
 )
 from bench.models import hooks
+from bench.models.decoding import pad_id
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,6 @@ def batches(items: list[Item], micro: int, pad_id: int) -> Iterator[tuple[list[I
             ids[j, : len(it.ids)] = torch.tensor(it.ids)
             mask[j, : len(it.ids)] = 1
         yield group, ids, mask
-
-
-def pad_id(tokenizer) -> int:
-    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
-        if tid is not None:
-            return int(tid)
-    return 0
 
 
 @torch.no_grad()

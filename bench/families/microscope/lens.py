@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.families.microscope.layerpass import Item, batches, block_states, pad_id
+from bench.families.microscope.layerpass import Item, batches, block_states
 from bench.models import arch as arch_mod
+from bench.models.decoding import pad_id
 
 CHUNK_FLOATS = 16_000_000  # logits held at once per chunk of tokens
 
