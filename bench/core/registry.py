@@ -18,12 +18,16 @@ import math
 import pkgutil
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from bench.core import params as tables
 from bench.core.errors import did_you_mean
 from bench.core.params import Param, type_problem
+from bench.core.ranges import (  # noqa: F401 - re-exported: the registry is where parameters are checked
+    COUNT, FRACTION, INT_BOUND, MAX_COUNT, NON_NEGATIVE, POSITIVE, PROBABILITY, RANGES, Count, Fraction, Positive,
+    Probability, Range, args_of, range_of, range_problem,
+)
 
 T = TypeVar("T")
 
@@ -151,6 +155,8 @@ class ProbeInfo(_Callable):
 @dataclass(frozen=True)
 class RuleInfo(_Callable):
     nested: str | None = None  # name of a parameter that holds a list of sub-rule tables ("all")
+    tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # table parameters → their allowed keys
+    band: bool = False  # min and max may be given together (a band); otherwise exactly one of them
 
     def check_all(self, values: Mapping[str, Any], spec) -> None:
         """Raise SpecError for the first problem, recursing into nested sub-rules."""
@@ -158,10 +164,57 @@ class RuleInfo(_Callable):
 
         _check_rule(self, values, spec, "verdict", SpecError)
 
+    def selectors(self) -> tuple[str, ...]:
+        """Parameters whose tables select frame rows (``{metric = …, column = value}``): every parameter typed as
+        a table, or a list of tables, except the sub-rules and the tables this rule declares with their keys."""
+        return tuple(n for n, p in self.params.items()
+                     if n != self.nested and n not in self.tables and _is_table_type(p.annotation))
+
+    def constraint_problem(self, values: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(key, message) for a combination of values that fits every type yet means nothing, else None."""
+        if self.nested and not values.get(self.nested):
+            return self.nested, f"'{self.name}' needs at least one sub-rule in '{self.nested}'"
+        optional = [n for n in ("min", "max") if n in self.params and self.params[n].default is None
+                    and not self.params[n].required]
+        lo, hi = values.get("min"), values.get("max")
+        if len(optional) < 2:
+            return None
+        if lo is None and hi is None:
+            return "min", f"'{self.name}' needs a bound: set 'min' or 'max'"
+        if lo is not None and hi is not None:
+            if not self.band:
+                return "max", f"'{self.name}' takes one bound: 'min' or 'max', not both"
+            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo >= hi:
+                return "max", f"'{self.name}': min ({lo:g}) must lie below max ({hi:g})"
+        return None
+
+
+def _is_table_type(ann: Any) -> bool:
+    """A table (``dict[str, …]``), a list of tables, or either of them optional."""
+    ann = typing.get_args(ann)[0] if typing.get_origin(ann) is Annotated else ann
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_table_type(a) for a in args if a is not type(None))
+    if origin in (list, tuple):
+        return bool(args) and _is_table_type(args[0])
+    return origin in (dict, Mapping) or ann in (dict, Mapping)
+
+
+def frame_columns(probe_name: str) -> tuple[str, ...]:
+    """The columns a probe's frames have (its schema is strict), or () when the probe declares no schema."""
+    schema = probe(probe_name).schema
+    if schema is None:
+        return ()
+    return tuple(schema.to_schema().columns)
+
 
 def _check_rule(info: "RuleInfo", values: Mapping[str, Any], spec, where: str, SpecError) -> None:
     for name, _, problem in info.check(values):
         raise SpecError(problem, path=spec.path, key=f"{where}.{name}")
+    bad = info.constraint_problem(values)
+    if bad:
+        raise SpecError(bad[1], path=spec.path, key=f"{where}.{bad[0]}")
+    _check_tables(info, values, spec, where, SpecError)
     metrics = probe(spec.probe).metrics
     for key, value in _walk(values):
         if key == "metric" and isinstance(value, str) and metrics and value not in metrics:
@@ -179,6 +232,26 @@ def _check_rule(info: "RuleInfo", values: Mapping[str, Any], spec, where: str, S
                                 path=spec.path, key=f"{sub_where}.rule")
             sub_info = rule(name, on_error=lambda m: SpecError(m, path=spec.path, key=f"{sub_where}.rule"))
             _check_rule(sub_info, sub, spec, sub_where, SpecError)
+
+
+def _check_tables(info: "RuleInfo", values: Mapping[str, Any], spec, where: str, SpecError) -> None:
+    """Every key of a row selector is a column of the probe's frame; every key of a declared table is one of
+    its keys.  An unknown key is a typo that would otherwise select nothing, or be ignored."""
+    columns = frame_columns(spec.probe)
+    checks = [(n, columns, "column of the probe's frame") for n in info.selectors() if columns]
+    checks += [(n, keys, "key") for n, keys in info.tables.items()]
+    for name, allowed, what in checks:
+        value = values.get(name)
+        tables_ = value if isinstance(value, (list, tuple)) else [value]
+        for i, table in enumerate(tables_):
+            if not isinstance(table, Mapping):
+                continue
+            at = f"{where}.{name}" + (f"[{i}]" if isinstance(value, (list, tuple)) else "")
+            for key in table:
+                if key not in allowed:
+                    raise SpecError(f"unknown key '{key}' in '{name}'" + did_you_mean(key, allowed)
+                                    + f" (each key must be a {what}: {', '.join(allowed)})",
+                                    path=spec.path, key=f"{at}.{key}")
 
 
 def _walk(value: Any) -> Iterator[tuple[str, Any]]:
@@ -241,11 +314,22 @@ def probe_def(name: str, *, version: int, schema: Any, metrics: tuple[str, ...] 
     return wrap
 
 
-def rule_def(name: str, *, nested: str | None = None):
-    """Register a verdict rule under `name`."""
+def rule_def(name: str, *, nested: str | None = None, table_keys: Mapping[str, tuple[str, ...]] | None = None,
+             band: bool = False):
+    """Register a verdict rule under `name`.
+
+    A parameter typed as a table (``dict[str, Any]``) or a list of tables is a row selector, whose keys must be
+    columns of the probe's frame, unless it is `nested` (sub-rules) or listed in `table_keys` with its allowed keys.
+    A rule with optional ``min`` and ``max`` takes exactly one of them (or both, as a band, when `band`); a nested
+    rule needs a sub-rule."""
 
     def wrap(fn: Callable) -> Callable:
-        RULES.add(name, RuleInfo(name=name, fn=fn, params=types.MappingProxyType(_params(fn)), nested=nested))
+        params = types.MappingProxyType(_params(fn))
+        unknown = sorted(set(table_keys or {}) - set(params))
+        if unknown:
+            raise TypeError(f"rule '{name}': table_keys {unknown} are not parameters")
+        RULES.add(name, RuleInfo(name=name, fn=fn, params=params, nested=nested,
+                                 tables=types.MappingProxyType(dict(table_keys or {})), band=band))
         return fn
 
     return wrap
@@ -265,91 +349,3 @@ def probes() -> dict[str, ProbeInfo]:
 
 def rules() -> dict[str, RuleInfo]:
     return RULES.all()
-
-
-# ── ranges: from `Annotated[…, Range(…)]`, else from the parameter's name ────────────────────────────────────
-
-@dataclass(frozen=True)
-class Range:
-    """Allowed interval of a number; None leaves that side unbounded; `open_*` excludes the end point."""
-
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False
-    open_high: bool = False
-
-    def problem(self, x: float) -> str | None:
-        lo_bad = self.low is not None and (x <= self.low if self.open_low else x < self.low)
-        hi_bad = self.high is not None and (x >= self.high if self.open_high else x > self.high)
-        return f"must be in {self}, got {x!r:.40}" if lo_bad or hi_bad else None
-
-    def __str__(self) -> str:
-        lo = "-inf" if self.low is None else f"{self.low:g}"
-        hi = "inf" if self.high is None else f"{self.high:g}"
-        return f"{'(' if self.open_low or self.low is None else '['}{lo}, {hi}{')' if self.open_high or self.high is None else ']'}"
-
-
-MAX_COUNT = 10**9  # no count a probe or rule takes comes near this; beyond it a run would never end
-PROBABILITY = Range(0, 1, open_low=True, open_high=True)
-FRACTION = Range(0, 1)
-COUNT = Range(1, MAX_COUNT)
-NON_NEGATIVE = Range(0, MAX_COUNT)
-POSITIVE = Range(0, None, open_low=True)
-
-Probability = Annotated[float, PROBABILITY]  # a level, a quantile, a rate: strictly between 0 and 1
-Fraction = Annotated[float, FRACTION]  # a share: 0 to 1 inclusive
-Count = Annotated[int, COUNT]  # a number of things: at least 1
-Positive = Annotated[float, POSITIVE]  # a step size or tolerance
-
-# Parameters whose plain `int`/`float` annotation carries no Range get one from their name.  A name listed here
-# means the same thing in every probe and rule that takes it (checked over the registry by the tests).
-RANGES: Mapping[str, Range] = types.MappingProxyType({
-    **{n: PROBABILITY for n in ("alpha", "confidence", "quantile", "bar_quantile", "lap_threshold", "top_rate",
-                                "plnd_top", "edge_fraction")},
-    **{n: FRACTION for n in ("min_share",)},
-    "discard": Range(0, 1, open_high=True),
-    **{n: COUNT for n in ("batch", "micro_batch", "micro_tokens", "seq_len", "max_tokens", "max_new_tokens",
-                          "doc_tokens", "eval_texts", "id_points", "pv_tokens", "selection_tokens", "steps",
-                          "texts_per_step", "positions_per_text", "control_texts", "max_prefix", "prompt_words",
-                          "min_n")},
-    **{n: NON_NEGATIVE for n in ("skip_first", "skip_last", "hidden", "decoder_layers")},
-    **{n: POSITIVE for n in ("lr", "toy_lr", "eps")},
-    "lr_decoder": Range(0, None),
-    "min_abs": Range(0, None),
-})
-INT_BOUND = Range(-(2**63), 2**63 - 1)  # TOML integers are 64-bit
-
-
-def args_of(ann: Any) -> tuple:
-    return typing.get_args(ann)
-
-
-def range_of(name: str, ann: Any) -> Range | None:
-    """The Range a parameter's values must lie in, or None when only finiteness applies."""
-    if typing.get_origin(ann) is Annotated:
-        found = [a for a in args_of(ann)[1:] if isinstance(a, Range)]
-        if found:
-            return found[0]
-    if name in RANGES:
-        return RANGES[name]
-    if (name.startswith(("n_", "toy_"))) and _base(ann) is int:
-        return COUNT
-    return None
-
-
-def _base(ann: Any) -> Any:
-    return args_of(ann)[0] if typing.get_origin(ann) is Annotated else ann
-
-
-def range_problem(name: str, value: Any, ann: Any) -> str | None:
-    """None when every number in `value` (a number or a list of them) is finite and in its parameter's range."""
-    rng = range_of(name, ann)
-    for x in (value if isinstance(value, (list, tuple)) else [value]):
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            continue
-        if isinstance(x, float) and not math.isfinite(x):
-            return f"must be a finite number, got {x!r}"
-        bad = (rng.problem(x) if rng else None) or (INT_BOUND.problem(x) if isinstance(x, int) else None)
-        if bad:
-            return bad
-    return None

@@ -116,6 +116,8 @@ def _build(raw: dict, text: str, path: Path) -> Spec:
             raise SpecError(f"missing required key '{key}'", path=str(path), key=key)
     for key in ("id", "title", "source", "claim"):
         err.type(raw[key], str, key)
+        if not raw[key].strip():
+            err.fail(key, f"'{key}' is empty; say what the claim is and where it comes from")
     err.type(raw["spec_version"], int, "spec_version")
     if raw["spec_version"] != SPEC_VERSION:
         err.fail("spec_version", f"spec_version {raw['spec_version']} is not supported (this bench reads {SPEC_VERSION})")

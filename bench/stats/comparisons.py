@@ -75,7 +75,7 @@ def trend(
                    effect_name="Spearman ρ", unit=unit)
 
 
-@rule_def("layer_majority")
+@rule_def("layer_majority", band=True)
 def layer_majority(
     frame: pd.DataFrame, *, metric: str, min: float | None = None, max: float | None = None, over: str = "layer",
     where: dict[str, Any] = {}, unit: str = "sample", min_n: int = 5,  # noqa: B006

@@ -1,8 +1,9 @@
 """An in-process fuzzer over the shipped specs: no mutant may raise anything but a one-line SpecError, none may
 take more than 2 s, and none that is invalid by construction may be accepted.
 
-Mutation classes: nesting, wrong types, ranges, unicode, huge values, binary, special files, long names, and
-profiles (unknown names, overrides in the wrong section).  A few hundred mutants run by default; the full count
+Mutation classes: nesting, wrong types, ranges, unicode, huge values, binary, special files, long names,
+profiles (unknown names, overrides in the wrong section), and deep (typos in nested verdict tables at any depth,
+rules without their bounds or sub-rules, too few resamples, empty texts, references that are not tables).  A few hundred mutants run by default; the full count
 runs with ``-m fuzz`` (``BENCH_FUZZ_N`` sets it, default 10,000).  Run this file as a script to print the figures.
 """
 
@@ -28,7 +29,7 @@ from bench.core.spec import check_spec, load_specs
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 LIMIT_S = 10.0  # a hang, not a slow machine: the slowest mutant takes ~0.15 s alone, ~2.5 s on a loaded 2-core box
 CLASSES = ("nesting", "wrong_types", "ranges", "unicode", "huge", "binary", "special_files", "long_names",
-           "profiles")
+           "profiles", "deep")
 PARAM_SECTIONS = ("data", "measure", "verdict")
 
 
@@ -108,8 +109,68 @@ WEIRD = ["\u202e\u202d", "é\u0301\u0301", "🙂" * 50, "\u200b", "ǅ", "\ufeff"
          "İ", "∞", "\\u0000", "a\u2028b", "\U0001F600\u200d\U0001F600"]
 
 
+def _rule_tables(verdict: dict, where: str = "verdict") -> list[tuple[dict, str]]:
+    """(table, where) of a verdict and of every sub-rule in it, at any depth."""
+    out = [(verdict, where)]
+    for i, sub in enumerate(verdict.get("of", []) if isinstance(verdict.get("of"), list) else []):
+        if isinstance(sub, dict):
+            out.extend(_rule_tables(sub, f"{where}.of[{i}]"))
+    return out
+
+
+def _selector_tables(verdict: dict) -> list[tuple[dict, str]]:
+    """(table, where) of every table a rule takes as a parameter (selectors, baselines, flags, `given`), any depth."""
+    out = []
+    for rule, where in _rule_tables(verdict):
+        for k, v in rule.items():
+            if k == "of":
+                continue
+            if isinstance(v, dict):
+                out.append((v, f"{where}.{k}"))
+            elif isinstance(v, list):
+                out.extend((x, f"{where}.{k}[{i}]") for i, x in enumerate(v) if isinstance(x, dict))
+    return out
+
+
+def _deep(rng: random.Random, doc: dict) -> Mutant:
+    how = rng.choice(["typo", "typo", "no_bound", "no_subrules", "resamples", "empty_text", "reference"])
+    tables = _selector_tables(doc["verdict"])
+    if how == "typo" and tables:
+        table, where = rng.choice(tables)
+        key = rng.choice(list(table) or ["metric"])
+        typo = rng.choice([key + "s", key[:-1] or "x", key.upper(), "ruel", "prob", "metrics", "wher"])
+        if typo not in table:
+            table[typo] = table.get(key, 1)
+            return Mutant("deep", dump(doc), invalid=True, what=f"{where}.{typo}")
+    bounded = [(r, w) for r, w in _rule_tables(doc["verdict"])
+               if (info := registry.rules().get(r.get("rule"))) is not None and not info.band
+               and {"min", "max"} <= set(info.params) and info.params["min"].default is None
+               and info.params["max"].default is None and ("min" in r or "max" in r)]
+    if how == "no_bound" and bounded:
+        rule, where = rng.choice(bounded)
+        rule.pop("min", None), rule.pop("max", None)
+        return Mutant("deep", dump(doc), invalid=True, what=f"{where} without a bound")
+    nested = [(r, w) for r, w in _rule_tables(doc["verdict"]) if isinstance(r.get("of"), list)]
+    if how == "no_subrules" and nested:
+        rule, where = rng.choice(nested)
+        rule["of"] = []
+        return Mutant("deep", dump(doc), invalid=True, what=f"{where}.of empty")
+    if how == "resamples":
+        rule, where = rng.choice(_rule_tables(doc["verdict"]))
+        rule["n_resamples"] = rng.choice([0, 1, 10, 199])
+        return Mutant("deep", dump(doc), invalid=True, what=f"{where}.n_resamples = {rule['n_resamples']}")
+    if how == "reference":
+        doc["reference"] = rng.choice([[1, 2], ["x"], [[{"model": "m"}]], [True]])
+        return Mutant("deep", dump(doc), invalid=True, what=f"reference = {doc['reference']!r}")
+    key = rng.choice(["title", "claim", "source"])
+    doc[key] = rng.choice(["", " ", "\n\t"])
+    return Mutant("deep", dump(doc), invalid=True, what=f"{key} empty")
+
+
 def _mutate(rng: random.Random, kind: str, text: str, doc: dict) -> Mutant:
     doc = json.loads(json.dumps(doc))  # deep copy
+    if kind == "deep":
+        return _deep(rng, doc)
     params = _params(doc)
     if kind == "nesting":
         depth = rng.choice([25, 40, 100, 330, 1000, 5000])

@@ -108,7 +108,10 @@ def diagonal_dominance(frame: pd.DataFrame, *, method: str = "lape", min_share: 
     return replace(combine(parts, alpha), rule="diagonal_dominance")
 
 
-@rule_def("baseline_ratio")
+SELECTION_KEYS = ("method", "entries", "languages", "exclude")
+
+
+@rule_def("baseline_ratio", table_keys={"numerator": SELECTION_KEYS, "denominator": SELECTION_KEYS})
 def baseline_ratio(frame: pd.DataFrame, *, numerator: dict[str, Any], denominator: dict[str, Any],
                    min: float | None = None, max: float | None = None, min_n: int = 5, alpha: float = 0.05,
                    confidence: float = 0.95, n_resamples: int = 2000) -> Verdict:
