@@ -155,17 +155,19 @@ def _spec_paths(paths) -> tuple[Path, ...]:
     return tuple(paths) or default_spec_paths()
 
 
-def _verify(paths, names, *, audit, profile, device, dtype, revision, as_json, seed, runs_dir, report_dir, no_pdf,
-            no_report, fail_on, allow_pickle, control, executor, ray_address):
-    refs = _resolve_first(names, revision)
+# Options of `verify` and `audit` that only shape what the command prints or writes after the run; every other
+# option goes into run.Options unchanged (and from there into the run's settings, see run.settings).
+OUTPUT_OPTIONS = ("as_json", "report_dir", "no_pdf", "no_report", "fail_on")
+
+
+def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail_on, **run_options):
+    refs = _resolve_first(names, run_options.get("revision"))
     from bench.core import results, run, spec
     from bench.core.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
-    opts = run.Options(models=names, profile=profile, device=device, seed=seed, runs_dir=runs_dir,
-                       allow_pickle=allow_pickle, command=" ".join(["bench", *sys.argv[1:]]), audit=audit,
-                       dtype=dtype, revision=revision, refs=refs, control=control, executor=executor,
-                       ray_address=ray_address)
+    opts = run.Options(models=names, audit=audit, refs=refs, command=" ".join(["bench", *sys.argv[1:]]),
+                       **run_options)
     result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0 or as_json))
     if as_json:
         click.echo(results.to_json(results.rows(result.record)), nl=False)

@@ -1,10 +1,13 @@
 """Warm re-runs: a run whose every input is unchanged is replayed from the last complete run with those inputs.
 
 The replay key names everything a run's cells and verdicts depend on: each spec under its profile (its digest
-and its path), the models chosen and the fingerprint of each model's weights, the data fingerprints of the
-corpora, the device, dtype and seed, the versions of the packages that compute, and a hash of bench's own
-source (so a changed probe, rule or schema is never replayed).  On a hit the run record is written from the
-stored cells and verdicts, and the frames are copied from the cache; no model, no torch, no rule runs.  A run
+and its path), the run's settings (every option that can change results, resolved in one place,
+:func:`bench.core.run.settings`: models, profile, device, dtype, seed, control, revision, …), the fingerprint of
+each model's weights, the data fingerprints of the corpora, the versions of the packages that compute, and a hash
+of bench's own source (so a changed probe, rule or schema is never replayed).  On a hit the run record is written
+from the stored header, cells and verdicts, and the frames are copied from the cache; no model, no torch, no rule
+runs.  The replayed record differs from the stored one only in what describes the invocation (run id, times,
+command, git revision, executor) and in the cells' timings.  A run
 that had an ERROR or SKIPPED cell is never stored, so a failure is always tried again.
 """
 
@@ -13,12 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from bench.core.store import atomic_write_json, cache_root, key_of
 
+# Header fields that describe the invocation rather than its results: a replayed record takes them from the
+# command that replays it; every other header field is the stored run's.
+INVOCATION_FIELDS = ("command", "git_revision", "executor")
 PACKAGES = ("torch", "transformers", "pandas", "pandera", "scipy", "numpy", "accelerate", "gguf")
 
 
@@ -34,28 +41,30 @@ def source_hash() -> str:
 
 
 def cheap_device(device: str) -> str | None:
-    """The device `auto` means, without importing torch when no NVIDIA device node exists; None if unsure."""
+    """The device `auto` means, without importing torch: the CPU where neither an NVIDIA device node nor an
+    Apple GPU (MPS) can exist; None if unsure (the run then resolves it with torch and skips replay)."""
     if device != "auto":
         return device
-    return "cpu" if not any(Path("/dev").glob("nvidia[0-9]*")) else None
+    if platform.system() == "Darwin" or any(Path("/dev").glob("nvidia[0-9]*")):
+        return None
+    return "cpu"
 
 
-def key(specs, opts, profile: str, device: str) -> str | None:
-    """The replay key of a run, or None when an input cannot be fingerprinted cheaply."""
+def key(specs, settings: dict[str, Any]) -> str | None:
+    """The replay key of a run with these settings (:func:`bench.core.run.settings`: every option that can change
+    results, resolved), or None when an input cannot be fingerprinted cheaply."""
     from bench import models
     from bench.core import plan
 
-    dtype = "bfloat16" if device == "cuda" else "float32"
-    parts: dict[str, Any] = {"source": source_hash(), "models": list(opts.models), "profile": profile,
-                             "device": device, "dtype": dtype, "seed": opts.seed, "allow_pickle": opts.allow_pickle,
+    parts: dict[str, Any] = {"source": source_hash(), "settings": settings,
                              "packages": {p: _version(p) for p in PACKAGES}, "specs": [], "fingerprints": {}}
     try:
         for spec in specs:
-            applied = spec.with_profile(profile)
+            applied = spec.with_profile(settings["profile"])
             parts["specs"].append([applied.path, applied.digest(), plan.data_fingerprint(applied.probe_params())])
-            for name in plan.models_for(spec, opts.models):
+            for name in plan.models_for(spec, tuple(settings["models"])):
                 if name not in parts["fingerprints"]:
-                    ref = models.resolve(name)
+                    ref = models.resolve(name, settings.get("revision"))
                     parts["fingerprints"][name] = ref.fingerprint() if ref.kind != "hub" else None
     except Exception:  # noqa: BLE001 - anything unusual: take the ordinary path, which reports it properly
         return None
@@ -89,9 +98,9 @@ def store(k: str, record: dict[str, Any]) -> None:
         return
     if any(c.get("frame") and not c.get("cache_key") for c in cells):
         return
-    keep = ("device", "dtype", "profile", "packages", "python", "platform", "control", "revision", "bh_families")
-    atomic_write_json(_path(k), {"run_id": record["run_id"], "header": {h: record.get(h) for h in keep},
-                                 "cells": cells})
+    per_run = ("format", "run_id", "status", "started", "ended", "cells", *INVOCATION_FIELDS)
+    atomic_write_json(_path(k), {"run_id": record["run_id"],
+                                 "header": {h: v for h, v in record.items() if h not in per_run}, "cells": cells})
 
 
 def frame_bytes(cache_key: str) -> bytes | None:

@@ -6,7 +6,7 @@ import contextlib
 import platform
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,26 @@ class Options:
     executor: str = "local"  # "local" (this process) or "ray" (a Ray cluster)
     ray_address: str | None = None  # an existing Ray cluster; None starts a local one
     executor_options: tuple[tuple[str, Any], ...] = ()  # extra keyword options for the executor
+
+
+# Options that cannot change a run's cells or verdicts (where records go, how the command was typed, names the
+# caller already resolved, which executor runs the cells).  Every other field of Options is one of the run's
+# settings: it enters the replay key and the record, so an option added later cannot change results unseen.
+RESULT_NEUTRAL = frozenset({"command", "runs_dir", "refs", "executor", "ray_address", "executor_options"})
+
+
+def settings(opts: Options, device: str) -> dict[str, Any]:
+    """The run's settings: every option that can change its results, resolved for `device` (the device string
+    the run uses).  The replay key and the run record's header both come from here, and nowhere else."""
+    out = {f.name: _plain(getattr(opts, f.name)) for f in fields(Options) if f.name not in RESULT_NEUTRAL}
+    kind = _device_type(device)
+    out.update(device=device, dtype=models.dtype_name(opts.dtype, kind),
+               profile=opts.profile or plan.default_profile(kind))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else str(value) if isinstance(value, Path) else value
 
 
 class UI:
@@ -103,12 +123,13 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     ui = ui or UI()
     replay_key = None
     if replay.enabled() and (fast := replay.cheap_device(opts.device)) is not None:
-        replay_key = replay.key(specs, opts, opts.profile or plan.default_profile(_device_type(fast)), fast)
+        replay_key = replay.key(specs, settings(opts, fast))
         entry = replay.load(replay_key) if replay_key else None
         if entry is not None:
             return _replayed(entry, opts, ui)
     device = resolve_device(opts.device)
-    profile = opts.profile or plan.default_profile(_device_type(device))
+    run_settings = settings(opts, device)
+    profile, dtype = run_settings["profile"], run_settings["dtype"]
     refs: dict[str, ModelRef | ModelError] = {}
     if opts.models not in (("default",), ("paper",)):
         for name in opts.models:  # names typed on the command line must exist: exit 2 before any work
@@ -118,9 +139,8 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
         raise UsageError("nothing to run: no spec lists a model for this choice of --models")
     refs = {**_resolve_quietly({c.model for c in cells} - set(refs), opts.revision), **refs}
     shown = display_names(refs)
-    dtype = str(models.torch_dtype(opts.dtype, _device_type(device))).removeprefix("torch.")
     executor = executors.make(opts.executor, address=opts.ray_address, **dict(opts.executor_options))
-    writer = RunWriter.create(opts.runs_dir, {**_header(opts, device, dtype, profile),
+    writer = RunWriter.create(opts.runs_dir, {**_header(opts, run_settings),
                                               "executor": _executor_info(executor, opts)})
     cache = Cache(warn=ui.note)
     alive = _tidy_up(writer, cache, opts.runs_dir, ui)
@@ -200,10 +220,7 @@ def _replayed(entry: dict[str, Any], opts: Options, ui: UI) -> Result:
     """A run with nothing changed: the stored cells and verdicts, frames copied from the cache (see replay)."""
     from bench.core.store import atomic_write_bytes
 
-    header = {"command": opts.command or " ".join(sys.argv), "git_revision": _git_revision(),
-              "packages": {p: _version(p) for p in PACKAGES}, **entry["header"], "seed": opts.seed,
-              "models_choice": list(opts.models), "audit": opts.audit,
-              "executor": {"name": "replay", "of_run": entry["run_id"]}}
+    header = {**entry["header"], **_invocation(opts), "executor": {"name": "replay", "of_run": entry["run_id"]}}
     writer = RunWriter.create(opts.runs_dir, header)
     ui.start(len(entry["cells"]))
     verdicts = []
@@ -308,28 +325,35 @@ def _portable_command(command: str) -> str:
     return " ".join(words)
 
 
-def _header(opts: Options, device: str, dtype: str, profile: str) -> dict[str, Any]:
+def _invocation(opts: Options) -> dict[str, Any]:
+    """The header fields that describe this invocation (see ``replay.INVOCATION_FIELDS``), but its executor."""
+    return {"command": _portable_command(opts.command or " ".join(sys.argv)), "git_revision": _git_revision()}
+
+
+def _header(opts: Options, s: dict[str, Any]) -> dict[str, Any]:
+    """The record's header, from the run's settings `s` (see :func:`settings`) and this machine."""
     import torch
 
+    device = s["device"]
     if _device_type(device) == "cuda":
         dev_name = torch.cuda.get_device_name(torch.device(device).index or 0)
     else:
         dev_name = platform.processor() or platform.machine()
     return {
-        "command": _portable_command(opts.command or " ".join(sys.argv)),
-        "git_revision": _git_revision(),
+        **_invocation(opts),
         "packages": {p: _version(p) for p in PACKAGES},
         "python": platform.python_version(),
         "platform": platform.platform(),
         "device": {"type": _device_type(device), "index": torch.device(device).index, "name": dev_name,
                    "threads": torch.get_num_threads()},
-        "dtype": dtype,
-        "seed": opts.seed,
-        "profile": profile,
-        "models_choice": list(opts.models),
-        "audit": opts.audit,
-        "control": opts.control,
-        "revision": opts.revision,
+        "dtype": s["dtype"],
+        "seed": s["seed"],
+        "profile": s["profile"],
+        "models_choice": s["models"],
+        "audit": s["audit"],
+        "control": s["control"],
+        "revision": s["revision"],
+        "settings": s,
     }
 
 

@@ -14,6 +14,7 @@ from bench.models.loading import (
                                   LoadedModel,
                                   ModelRef,
                                   cache_state,
+                                  dtype_name,
                                   load,
                                   prepare,
                                   resolve,
@@ -21,5 +22,5 @@ from bench.models.loading import (
                                   weight_bytes,
 )
 
-__all__ = ["ALIASES", "DTYPES", "Embedded", "LoadedModel", "ModelRef", "cache_state", "load", "prepare", "resolve",
+__all__ = ["ALIASES", "DTYPES", "Embedded", "LoadedModel", "ModelRef", "cache_state", "dtype_name", "load", "prepare", "resolve",
            "torch_dtype", "weight_bytes"]

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from bench.core.errors import ModelError, did_you_mean
 from bench.core.store import atomic_write_json, cache_root, sha256_file
 from bench.models import hub
+from bench.models.dtypes import DTYPES, dtype_name, torch_dtype  # noqa: F401 - DTYPES, dtype_name re-exported
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Files besides the weights that change what a model computes from text: its config, tokenizer and generation
@@ -205,20 +206,6 @@ def _suggest(name: str) -> str:
     """``"did you mean 'x'? "`` for the nearest alias, so the useful part of an error comes first."""
     near = did_you_mean(name, ALIASES)
     return near.removeprefix("; ") + " " if near else ""
-
-
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-def torch_dtype(dtype: str | None, device_type: str):
-    """`dtype` by name; "auto" (or None) is float32 on the CPU and bfloat16 on an accelerator."""
-    import torch
-
-    if dtype in (None, "auto"):
-        return torch.float32 if device_type == "cpu" else torch.bfloat16
-    if dtype not in DTYPES:
-        raise ModelError(f"unknown dtype '{dtype}'{did_you_mean(dtype, DTYPES)} (use {', '.join(DTYPES)})")
-    return getattr(torch, dtype)
 
 
 def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_pickle: bool = False,
