@@ -48,10 +48,10 @@ class RichUI(UI):
             self.bar.update(self.current, completed=max(0.0, min(1.0, fraction)) * 100, note=message[:40])
 
     def cell_done(self, cell, verdict, seconds: float, cached: bool) -> None:
+        word = live_word(verdict)
         task = self.tasks.pop(getattr(cell, "key", None), None)
         if task is not None:
-            self.bar.update(task, completed=100, note=f"{verdict.outcome.value}"
-                            + (" (cached)" if cached else f" {seconds:.1f}s"))
+            self.bar.update(task, completed=100, note=word + (" (cached)" if cached else f" {seconds:.1f}s"))
             self.bar.stop_task(task)
             self.bar.remove_task(task)
             if task == self.current:
@@ -59,9 +59,8 @@ class RichUI(UI):
         self.bar.advance(self.overall)
         if self.quiet:
             return
-        ERR.print(f"  [{STYLE[verdict.outcome.value]}]{verdict.outcome.value:<12}[/] {cell.spec.id} × "
-                  f"{short_model(cell.model)}"
-                  f"  [dim]{'cached' if cached else f'{seconds:.1f}s'}[/]")
+        ERR.print(f"  [{STYLE.get(word, 'dim')}]{word:<12}[/] {cell.spec.id} × {short_model(cell.model)}"
+                  f"  {live_numbers(verdict)}  [dim]{'cached' if cached else f'{seconds:.1f}s'}[/]")
 
     def status(self, done: int, running: int, queued: int) -> None:
         if self.overall is not None:
@@ -73,6 +72,27 @@ class RichUI(UI):
 
     def stop(self) -> None:
         self.bar.stop()
+
+
+FINAL_WHEN_MEASURED = ("ERROR", "SKIPPED")  # outcomes the family's correction cannot change
+
+
+def live_word(verdict) -> str:
+    """What a line printed while the run goes on says of a cell: ERROR and SKIPPED are final; any other outcome
+    waits for the Benjamini–Hochberg correction over the cell's family, so the line says only "measured" (the
+    final table is the one place where SUPPORTED, REFUTED and INCONCLUSIVE are stated)."""
+    return verdict.outcome.value if verdict.outcome.value in FINAL_WHEN_MEASURED else "measured"
+
+
+def live_numbers(verdict) -> str:
+    """The estimate and the raw (uncorrected) p of a measured cell, labelled as raw."""
+    if verdict.outcome.value in FINAL_WHEN_MEASURED:
+        return ""
+    v = verdict.to_json()
+    text = estimate_text(v) if v.get("estimate") is not None else ""
+    if v.get("p_value") is not None:
+        text += f"  p {fmt(v['p_value'])} raw"
+    return text.strip()
 
 
 def short_model(name: str) -> str:
