@@ -140,7 +140,8 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
     refs = {**_resolve_quietly({c.model for c in cells} - set(refs), opts.revision), **refs}
     shown = display_names(refs)
     executor = executors.make(opts.executor, address=opts.ray_address, **dict(opts.executor_options))
-    writer = RunWriter.create(opts.runs_dir, {**_header(opts, run_settings),
+    writer = RunWriter.create(opts.runs_dir, {**_header(opts, run_settings),  # the audited model by short name
+                                              "audit": shown.get(opts.audit, opts.audit) if opts.audit else None,
                                               "executor": _executor_info(executor, opts)})
     cache = Cache(warn=ui.note)
     alive = _tidy_up(writer, cache, opts.runs_dir, ui)

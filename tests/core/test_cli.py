@@ -178,10 +178,13 @@ def test_interrupted_run_resumes_from_cache(cli, circuit_specs, tiny_model_dir, 
 
 def test_audit_runs_every_claim_on_an_unnamed_model(cli, circuit_specs, tiny_model_dir, chdir_tmp):
     """No spec names this model: audit runs them all on it, with no code keyed to its name."""
-    r = cli("audit", tiny_model_dir, circuit_specs, "--no-report")
+    r = cli("audit", tiny_model_dir, circuit_specs, "--no-pdf")
     assert r.exit_code == 0, r.output
     rec = record(runs(chdir_tmp)[-1])
-    assert rec["audit"] == str(tiny_model_dir)
+    assert rec["audit"] == tiny_model_dir.name  # the title's short name; as typed in the settings
+    assert rec["settings"]["audit"] == str(tiny_model_dir)
+    html = (chdir_tmp / "reports" / rec["run_id"] / "index.html").read_text()
+    assert f"Audit of {tiny_model_dir.name}<" in html and f"Audit of {tiny_model_dir}" not in html
     assert {c["spec"]["id"] for c in rec["cells"]} == {f"circuits.{n[:-5]}" for n in SPECS}
     assert {c["model"] for c in rec["cells"]} == {tiny_model_dir.name}  # short name; the full one in model_ref
     assert {c["model_ref"]["location"] for c in rec["cells"]} == {str(tiny_model_dir.resolve())}
