@@ -14,7 +14,6 @@ import functools
 import importlib
 import importlib.util
 import inspect
-import math
 import pkgutil
 import types
 import typing

@@ -1,0 +1,154 @@
+"""Commands that run claims: verify, audit, rerun."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from bench.cli.base import EXIT_HELP, OUTCOMES, _guard, _verbosity_options, main, verbosity
+
+
+def _run_options(fn):
+    for opt in reversed([
+        click.option("--profile", type=click.Choice(["smoke", "full"]), default=None,
+                     help="smoke (quick, CPU) or full (paper scale). Default: smoke on CPU, full on GPU."),
+        click.option("--device", default="auto", show_default=True, metavar="auto|cpu|cuda|cuda:N|mps",
+                     help="Where to run; auto picks CUDA, then MPS, then the CPU."),
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto",
+                     show_default=True, help="Weights' dtype; auto is float32 on the CPU, bfloat16 on a GPU."),
+        click.option("--revision", default=None, metavar="REV",
+                     help="Hub revision (branch, tag or commit) for hub ids given without NAME@REV."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print the flat results (a JSON list, one object per cell) on stdout instead of the table."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True),
+        click.option("--report-dir", type=click.Path(path_type=Path), default=Path("reports"), show_default=True),
+        click.option("--no-pdf", is_flag=True, help="Write the HTML report only."),
+        click.option("--no-report", is_flag=True, help="Write no report (the run record only)."),
+        click.option("--fail-on", type=click.Choice(OUTCOMES), multiple=True,
+                     help="Exit 1 if any cell has this outcome (repeatable)."),
+        click.option("--allow-pickle", is_flag=True, help="Allow pickled (.bin) weights; default safetensors only."),
+        click.option("--control", type=click.Choice(["random-init"]), default=None,
+                     help="Also run every claim on a negative control of each model: the same config and "
+                          "tokenizer with seeded random weights (NAME+random-init)."),
+        click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     help="local: this process; ray: cells fanned out over a Ray cluster (pip install 'bench[ray]')."),
+        click.option("--ray-address", default=None, metavar="ADDRESS",
+                     help="Join this Ray cluster (e.g. ray://head:10001 or auto); default: start a local one."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+@main.command(help=f"Run claims (spec files or folders; default specs/) on their models.\n\n{EXIT_HELP}")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--models", "models_", multiple=True, default=("default",), show_default=True,
+              help="'default', 'paper', or model names (aliases, local paths, hub ids); repeatable.")
+@_run_options
+@_verbosity_options
+@_guard
+def verify(paths, models_, **kw):
+    names = tuple(m for item in models_ for m in item.split(",") if m)
+    if len(names) > 1 and set(names) & {"default", "paper"}:
+        raise click.UsageError("--models default/paper cannot be mixed with model names")
+    _verify(_spec_paths(paths), names or ("default",), audit=None, **kw)
+
+
+@main.command(help=f"Run every claim (default specs/) against MODEL.\n\n{EXIT_HELP}")
+@click.argument("model")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@_run_options
+@_verbosity_options
+@_guard
+def audit(model, paths, **kw):
+    _verify(_spec_paths(paths), (model,), audit=model, **kw)
+
+
+def _spec_paths(paths) -> tuple[Path, ...]:
+    """The paths given, else ./specs when there is one, else the specs installed with bench."""
+    from bench.core.resources import default_spec_paths
+
+    return tuple(paths) or default_spec_paths()
+
+
+# Options of `verify` and `audit` that only shape what the command prints or writes after the run; every other
+# option goes into run.Options unchanged (and from there into the run's settings, see run.settings).
+OUTPUT_OPTIONS = ("as_json", "report_dir", "no_pdf", "no_report", "fail_on")
+
+
+def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail_on, **run_options):
+    refs = _resolve_first(names, run_options.get("revision"))
+    from bench.core import results, run, spec
+    from bench.core.ui import RichUI, print_summary
+
+    specs = spec.load_specs(paths)
+    opts = run.Options(models=names, audit=audit, refs=refs, command=" ".join(["bench", *sys.argv[1:]]),
+                       **run_options)
+    result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0 or as_json))
+    if as_json:
+        click.echo(results.to_json(results.rows(result.record)), nl=False)
+    else:
+        print_summary(result.record, result.run_dir, quiet=verbosity() < 0)
+    if not no_report:
+        _render(result.run_dir, report_dir, pdf=not no_pdf, err=as_json)
+    sys.exit(run.exit_code(result.verdicts, fail_on))
+
+
+def _resolve_first(names, revision) -> dict:
+    """Model names typed on the command line, resolved before the heavy imports: a typo fails in a second."""
+    if names in (("default",), ("paper",)):
+        return {}
+    from bench import models
+
+    return {name: models.resolve(name, revision) for name in names}
+
+
+def _render(run_dir: Path, report_dir: Path, pdf: bool, err: bool = False) -> None:
+    try:
+        from bench.report import render
+    except ImportError:  # reports are optional at this stage of the tool
+        return
+    paths = render(run_dir, report_dir / run_dir.name, pdf=pdf, reuse=True)
+    for p in paths:
+        click.echo(f"report: {p}", err=err)
+
+
+@main.command(help="Execute again exactly what a run record says (its specs, models and settings, each checked "
+                   "against the record), cold, and compare both runs as diff --exact does. Exit 0 when every cell "
+                   "and frame agrees, 1 when one differs, 2 when a spec or model no longer matches the record.")
+@click.argument("run_", metavar="RUN")
+@click.option("--specs", "specs_root", type=click.Path(path_type=Path), default=None,
+              help="The specs folder the run used (default: ./specs, else the specs installed with bench).")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
+@click.option("--report-dir", type=click.Path(path_type=Path), default=Path("reports"), show_default=True)
+@click.option("--no-pdf", is_flag=True, help="Write the HTML report only.")
+@click.option("--no-report", is_flag=True, help="Write no report (the run record only).")
+@_verbosity_options
+@_guard
+def rerun(run_, specs_root, runs_dir, report_dir, no_pdf, no_report):
+    from bench.core import rerun as again
+    from bench.core import run
+    from bench.core.diff import diff_runs
+    from bench.core.store import find_run, load_record
+    from bench.core.ui import RichUI, print_diff, print_summary
+
+    old_dir = find_run(run_, runs_dir)
+    old = load_record(old_dir)
+    specs, s = again.plan(old, specs_root or _spec_paths(())[0])
+    again.check_models(old, s.get("revision"))
+    for line in again.package_drift(old, {p: run._version(p) for p in run.PACKAGES}):
+        click.echo(f"note: package version differs from the record: {line}", err=True)
+    names = tuple(s["models"])
+    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in s.items() if k != "models"}
+    opts = run.Options(**fields, models=names, runs_dir=runs_dir, refs=_resolve_first(names, s.get("revision")),
+                       command=" ".join(["bench", *sys.argv[1:]]))
+    with again.cold_cache():
+        result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0))
+    print_summary(result.record, result.run_dir, quiet=verbosity() < 0)
+    if not no_report:
+        _render(result.run_dir, report_dir, pdf=not no_pdf)
+    rows = diff_runs(old, result.record, exact_dirs=(old_dir, result.run_dir))
+    print_diff(rows, old["run_id"], result.record["run_id"])
+    sys.exit(1 if rows else 0)

@@ -1,0 +1,128 @@
+"""Commands about the specs, the embedded models and the cache: validate, list, specs, models, cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bench.cli.base import _guard, _verbosity_options, main
+
+from bench.cli.run_commands import _spec_paths
+
+
+@main.command(help="Check spec files (default specs/) without running anything. Exit 2 on the first problem.")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@_verbosity_options
+@_guard
+def validate(paths):
+    from bench.core import spec
+
+    specs = spec.load_specs(_spec_paths(paths))
+    for s in specs:
+        spec.check_spec(s)
+    click.echo(f"{len(specs)} spec{'s' if len(specs) != 1 else ''} OK")
+
+
+@main.command("list", help="List the claims in spec files (default specs/, else the installed specs).")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per claim on stdout.")
+@click.option("--markdown", is_flag=True, help="The claim catalogue as Markdown (what docs/CLAIMS.md holds).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write the --json/--markdown text to this file instead of stdout.")
+@_verbosity_options
+@_guard
+def list_(paths, as_json, markdown, output):
+    from bench.core import spec
+    from bench.core.ui import print_specs
+    from bench.report import catalogue
+
+    specs = spec.load_specs(_spec_paths(paths))
+    if not (as_json or markdown):
+        print_specs(specs)
+        return
+    text = catalogue.markdown(specs) if markdown else catalogue.to_json(specs)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from bench.core.store import atomic_write_bytes
+
+    atomic_write_bytes(output, text.encode("utf-8"))
+    click.echo(f"wrote {output} ({len(specs)} claims)", err=True)
+
+
+@main.command(help="Where the specs that commands use by default are (./specs, else the installed ones).")
+@click.option("--path", "path_only", is_flag=True, help="Print the folder only.")
+@_guard
+def specs(path_only):
+    from bench.core.resources import default_spec_paths
+
+    (where,) = default_spec_paths()
+    if path_only:
+        click.echo(str(where.resolve()))
+        return
+    kind = "working folder" if where == Path("specs") else "installed with bench"
+    n = sum(1 for _ in where.rglob("*.toml"))
+    click.echo(f"{where.resolve()}  ({kind}; {n} spec files)")
+
+
+@main.command(help="List the embedded models and their cache state; --prepare converts them now.")
+@click.option("--prepare", is_flag=True, help="Convert every installed embedded model to its safetensors cache.")
+@_guard
+def models(prepare):
+    from bench import models as m
+    from bench.core.ui import print_models
+
+    if prepare:
+        for alias in m.ALIASES:
+            state = m.cache_state(alias)
+            if state == "not installed":
+                click.echo(f"{alias}: not installed (pip install {m.ALIASES[alias].pip})", err=True)
+                continue
+            m.prepare(m.resolve(alias), lambda msg: click.echo(msg, err=True))
+    print_models()
+
+
+@main.group("cache", invoke_without_command=True,
+            help="The frame cache ($BENCH_CACHE): its size and entries; `prune` removes what no run record uses.")
+@click.pass_context
+@_guard
+def cache_(ctx):
+    if ctx.invoked_subcommand is not None:
+        return
+    from bench.core import upkeep
+
+    s = upkeep.summary()
+    click.echo(f"cache: {s['root']}")
+    click.echo(f"{s['frames']} cell frames and {s['memos']} sub-results: {_size(s['entries_bytes'])}")
+    click.echo(f"converted models: {_size(s['models_bytes'])}   total: {_size(s['total_bytes'])}")
+    by_probe: dict[str, int] = {}
+    for e in upkeep.entries():
+        if e.kind == "frame":
+            by_probe[e.probe or "?"] = by_probe.get(e.probe or "?", 0) + 1
+    for probe_name, n in sorted(by_probe.items()):
+        click.echo(f"  {probe_name}: {n}")
+
+
+@cache_.command("prune", help="Delete cache entries that no run record under --runs-dir references "
+                              "(sub-results included: they are recomputed when next needed).")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
+@_guard
+def cache_prune(runs_dir):
+    from bench.core import upkeep
+    from bench.core.errors import UsageError
+
+    if not runs_dir.is_dir():
+        raise UsageError(f"no runs dir '{runs_dir}': prune would remove every entry; give --runs-dir")
+    swept = upkeep.sweep(runs_dir)
+    n, freed = upkeep.prune(runs_dir)
+    click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} ({_size(freed)}) and {swept} temporary files; "
+               f"kept {len(upkeep.referenced_keys(runs_dir))} referenced by runs in {runs_dir}")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
