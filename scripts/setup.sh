@@ -4,6 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+
+# Which torch build this machine wants: "cuda" when an NVIDIA driver answers (nvidia-smi lists a GPU), else
+# "cpu"; BENCH_TORCH=cpu|cuda overrides.  `scripts/setup.sh --torch-choice` prints it and changes nothing.
+torch_choice() {
+  case "${BENCH_TORCH:-}" in
+    cpu|cuda) echo "$BENCH_TORCH"; return ;;
+    "") ;;
+    *) echo "BENCH_TORCH must be cpu or cuda, got '$BENCH_TORCH'" >&2; exit 2 ;;
+  esac
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then echo cuda; else echo cpu; fi
+}
+if [ "${1:-}" = "--torch-choice" ]; then torch_choice; exit 0; fi
 PY=${PYTHON:-python3}
 VENV=$ROOT/.venv
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -42,10 +54,22 @@ PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
 # The tested versions (scripts/constraints.txt) unless BENCH_UNPINNED=1; torch is installed before, unpinned.
 PINNED=("${PIP[@]}")
 [ "${BENCH_UNPINNED:-0}" = 1 ] || PINNED+=(-c "$ROOT/scripts/constraints.txt")
+TORCH_BUILD=$(torch_choice)
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-  # The CPU build that lies on this kind of machine; plain `torch` would pull a multi-GB CUDA build.
-  say "installing torch==2.13.0 (CPU build)"
-  "${PIP[@]}" "torch==2.13.0"
+  if [ "$TORCH_BUILD" = cuda ]; then
+    # An NVIDIA driver answers: the package index's default Linux build of torch, which carries CUDA.  Local
+    # wheel folders (PIP_FIND_LINKS) are left out for this step: they may hold a CPU-only build.
+    say "installing torch==2.13.0 (CUDA build: nvidia-smi lists a GPU)"
+    PIP_FIND_LINKS="" "${PIP[@]}" "torch==2.13.0"
+  else
+    # No NVIDIA driver: the CPU build where the machine has one at hand (plain `torch` would pull a multi-GB
+    # CUDA build that this machine cannot use).
+    say "installing torch==2.13.0 (CPU build: no NVIDIA driver answers)"
+    "${PIP[@]}" "torch==2.13.0"
+  fi
+fi
+if [ "$TORCH_BUILD" = cuda ] && ! "$VENV/bin/python" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
+  echo "warning: nvidia-smi lists a GPU but the installed torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') sees no CUDA device; --device cuda will fail (reinstall a CUDA build of torch into .venv)" >&2
 fi
 
 say "installing bench and its dependencies"
