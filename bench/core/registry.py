@@ -241,11 +241,22 @@ def probe_def(name: str, *, version: int, schema: Any, metrics: tuple[str, ...] 
     return wrap
 
 
+# Keys every rule takes besides its own: what a REFUTED needs (bench.stats.sensitivity, applied around the rule
+# by bench.stats.evaluate): declared preconditions, and the claim's smallest effect of interest with its source.
+COMMON_RULE_PARAMS = {
+    "requires": Param("requires", list[dict[str, Any]], False, []),
+    "smallest_effect": Param("smallest_effect", float | None, False, None),
+    "smallest_effect_source": Param("smallest_effect_source", str, False, ""),
+}
+
+
 def rule_def(name: str, *, nested: str | None = None):
-    """Register a verdict rule under `name`."""
+    """Register a verdict rule under `name`; it also takes :data:`COMMON_RULE_PARAMS` (its own declaration of
+    one of them wins)."""
 
     def wrap(fn: Callable) -> Callable:
-        RULES.add(name, RuleInfo(name=name, fn=fn, params=types.MappingProxyType(_params(fn)), nested=nested))
+        params = {**COMMON_RULE_PARAMS, **_params(fn)}
+        RULES.add(name, RuleInfo(name=name, fn=fn, params=types.MappingProxyType(params), nested=nested))
         return fn
 
     return wrap
