@@ -313,9 +313,20 @@ def probe_def(name: str, *, version: int, schema: Any, metrics: tuple[str, ...] 
     return wrap
 
 
+# Keys every rule takes besides its own: what a REFUTED needs (bench.stats.sensitivity, applied around the rule
+# by bench.stats.evaluate): declared preconditions, and the claim's smallest effect of interest with its source.
+COMMON_RULE_PARAMS = {
+    "requires": Param("requires", list[dict[str, Any]], False, []),
+    "smallest_effect": Param("smallest_effect", float | None, False, None),
+    "smallest_effect_source": Param("smallest_effect_source", str, False, ""),
+}
+COMMON_TABLE_KEYS = {"requires": ("metric", "min", "max", "why")}  # each precondition: a metric and its bounds
+
+
 def rule_def(name: str, *, nested: str | None = None, table_keys: Mapping[str, tuple[str, ...]] | None = None,
              band: bool = False):
-    """Register a verdict rule under `name`.
+    """Register a verdict rule under `name`; it also takes :data:`COMMON_RULE_PARAMS` (its own declaration of
+    one of them wins).
 
     A parameter typed as a table (``dict[str, Any]``) or a list of tables is a row selector, whose keys must be
     columns of the probe's frame, unless it is `nested` (sub-rules) or listed in `table_keys` with its allowed keys.
@@ -323,12 +334,13 @@ def rule_def(name: str, *, nested: str | None = None, table_keys: Mapping[str, t
     rule needs a sub-rule."""
 
     def wrap(fn: Callable) -> Callable:
-        params = types.MappingProxyType(_params(fn))
+        params = types.MappingProxyType({**COMMON_RULE_PARAMS, **_params(fn)})
         unknown = sorted(set(table_keys or {}) - set(params))
         if unknown:
             raise TypeError(f"rule '{name}': table_keys {unknown} are not parameters")
         RULES.add(name, RuleInfo(name=name, fn=fn, params=params, nested=nested,
-                                 tables=types.MappingProxyType(dict(table_keys or {})), band=band))
+                                 tables=types.MappingProxyType({**COMMON_TABLE_KEYS, **(table_keys or {})}),
+                                 band=band))
         return fn
 
     return wrap

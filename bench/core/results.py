@@ -17,7 +17,7 @@ from bench.core.store import atomic_write_bytes
 COLUMNS = (
     "run_id", "claim", "family", "model", "outcome", "metric", "estimate", "ci_low", "ci_high", "p_value",
     "p_adjusted", "n", "effect", "effect_name", "threshold", "published", "published_model", "published_where",
-    "reason", "load_s", "measure_s", "verdict_s", "total_s", "cache_hit", "seed", "profile", "device", "dtype",
+    "reason", "sensitivity", "load_s", "measure_s", "verdict_s", "total_s", "cache_hit", "seed", "profile", "device", "dtype",
     "fingerprint", "spec_hash", "spec_path",
 )
 
@@ -45,6 +45,7 @@ def row(record: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
         "effect": v.get("effect"), "effect_name": v.get("effect_name"), "threshold": v.get("threshold"),
         "published": ref["value"] if ref else None, "published_model": ref["model"] if ref else None,
         "published_where": ref["where"] if ref else None, "reason": v.get("reason"),
+        "sensitivity": v.get("sensitivity"),
         "load_s": t.get("load_s"), "measure_s": t.get("measure_s"), "verdict_s": t.get("verdict_s"),
         "total_s": t.get("total_s"), "cache_hit": cell.get("cache_hit"), "seed": cell.get("seed"),
         "profile": record.get("profile"), "device": (record.get("device") or {}).get("type"),

@@ -96,6 +96,7 @@ def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool,
     svg, chart_note = chart_svg(run_dir, cell) if with_chart and cell.get("frame") else (None, None)
     return {
         "model": cell["model"], "outcome": v.get("outcome", "ERROR"), "reason": v.get("reason", ""),
+        "sensitivity": v.get("sensitivity"),
         "estimate": v.get("estimate"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high"),
         "p": v.get("p_value"), "p_adj": v.get("p_adjusted"), "n": v.get("n"), "effect": v.get("effect"),
         "effect_name": v.get("effect_name"), "threshold": v.get("threshold"), "metric": v.get("metric"),

@@ -4,8 +4,18 @@ Every rule follows one policy so that verdicts mean the same thing across claims
 
 * SUPPORTED — the estimate lies on the claimed side of the threshold and the test's p-value is below ``alpha``
   (after Benjamini–Hochberg adjustment over the claim's family — one spec set × model — see :func:`adjust`);
-* REFUTED — the confidence interval lies entirely on the wrong side (or, for exact checks, the value does);
+* REFUTED — the confidence interval lies entirely on the wrong side (or, for exact checks, the value does), *and*
+  the measurement could have shown the effect: the verdict's ``sensitivity`` says why (the power at the claim's
+  reference effect, or a precondition the spec declares, see :mod:`bench.stats.sensitivity`); without one the
+  outcome is INCONCLUSIVE, "could not have shown the effect: …";
 * INCONCLUSIVE — anything between, too few samples, or rows the rule needs are missing (the reason says which).
+
+An estimate exactly on the bound is not on the claimed side.  0/1 values per unit are decided with exact tests
+(:mod:`bench.stats.exact`: binomial with a Clopper–Pearson interval, McNemar), found by the rule from the values
+themselves.  Bootstrap intervals and p-values are small-sample corrected (the expanded percentile method:
+:func:`expanded_confidence`, :func:`_boot_p`) and a bootstrap rule refuses to decide below
+:data:`CALIBRATED_MIN_N` units, the smallest count at which tests/stats/test_calibration.py shows its false-positive
+rate at α.
 
 Rules never touch a model.  Every p-value comes from the same resampling unit as its confidence interval: the
 spec names it (the `unit` parameter, ``sample`` = text unless a rule says otherwise), the rule first reduces the
@@ -65,6 +75,7 @@ class Verdict:
     threshold: str | None = None  # e.g. "≥ 0.4"
     alpha: float = 0.05
     parts: tuple["Verdict", ...] = ()
+    sensitivity: str | None = None  # why a REFUTED measurement could have shown the effect (None otherwise)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -89,13 +100,26 @@ def errored(reason: str) -> Verdict:
 
 
 def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> Verdict:
-    """Run the registered rule `rule_name` on `frame`."""
+    """Run the registered rule `rule_name` on `frame`, then check that a REFUTED could have shown the effect.
+
+    The keys every rule takes (``requires``, ``smallest_effect``, ``smallest_effect_source``; see
+    :data:`bench.core.registry.COMMON_RULE_PARAMS`) are handled here and by :func:`_decide`, not by the rule."""
+    import inspect
+
     from bench.core import registry
+    from bench.stats import sensitivity
 
     info = registry.rule(rule_name)
-    with warnings.catch_warnings():
+    params = dict(params)
+    own = inspect.signature(info.fn).parameters
+    common = {k: params[k] for k in sensitivity.KEYS if k in params}
+    for k in common:
+        if k not in own:
+            params.pop(k)
+    with warnings.catch_warnings(), sensitivity.reference(common):
         warnings.simplefilter("ignore", category=RuntimeWarning)
-        return info.fn(frame, **dict(params))
+        verdict = info.fn(frame, **params)
+    return sensitivity.guard(frame, verdict, common)
 
 
 def evaluate_parts(frame: pd.DataFrame, of: list[dict[str, Any]], alpha: float) -> list[Verdict]:
@@ -124,7 +148,9 @@ def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict
     else:
         reason = "; ".join(f"{p.metric}: {p.reason}" for p in parts if p.outcome is not Outcome.SUPPORTED)
     head = parts[0]
-    return replace(head, outcome=outcome, reason=reason, rule="all", alpha=alpha, parts=tuple(parts))
+    sens = "; ".join(p.sensitivity for p in parts if p.outcome is Outcome.REFUTED and p.sensitivity)
+    return replace(head, outcome=outcome, reason=reason, rule="all", alpha=alpha, parts=tuple(parts),
+                   sensitivity=sens if outcome is Outcome.REFUTED and sens else None)
 
 
 # ── Benjamini–Hochberg over a declared family ─────────────────────────────────────────────────────────────
@@ -149,6 +175,7 @@ def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
     for v in verdicts:
         collect(v)
     padded = flat + [1.0] * max(0, int(unseen))
+    size = len(padded)
     adjusted = iter(stats.false_discovery_control(padded, method="bh").tolist()[: len(flat)] if flat else [])
 
     def apply(v: Verdict) -> Verdict:
@@ -162,6 +189,10 @@ def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
         if v.outcome is Outcome.SUPPORTED and padj >= v.alpha:
             return replace(v, p_adjusted=padj, outcome=Outcome.INCONCLUSIVE,
                            reason=f"{v.reason}, but not significant after BH adjustment (p_adj = {padj:.3g})")
+        if v.outcome is Outcome.REFUTED and size > 1 and "per-cell α" not in v.reason:
+            # a REFUTED rests on one interval at the cell's own level: say so rather than imply a family-wise claim
+            return replace(v, p_adjusted=padj, reason=f"{v.reason} (REFUTED at per-cell α = {v.alpha:g}; the "
+                                                      f"interval is not widened for the family's {size} tests)")
         return replace(v, p_adjusted=padj)
 
     return [apply(v) for v in verdicts]
@@ -204,32 +235,59 @@ def _reducer(reduce: str):
     raise ValueError(f"reduce '{reduce}' has no sampling distribution")
 
 
+CALIBRATED_MIN_N = 8  # the smallest unit count at which the corrected bootstrap keeps its level (test_calibration)
+
+
+def expanded_confidence(confidence: float, n: int) -> float:
+    """The percentile level that makes a bootstrap interval over `n` units as wide as a t interval would be.
+
+    A percentile bootstrap over few units is too narrow (it uses the plug-in variance and normal tails); the
+    expanded percentile method takes the percentiles at the level whose normal quantile is
+    √(n/(n−1)) · t_{n−1} of the nominal one (exact for the mean of normal data)."""
+    if n < 3:
+        return confidence
+    tail = (1 - confidence) / 2
+    z = math.sqrt(n / (n - 1)) * float(stats.t.ppf(1 - tail, n - 1))
+    return float(1 - 2 * stats.norm.sf(z))
+
+
 def _bootstrap(stat, mat, confidence: float, n_resamples: int, bca: bool):
-    """Bootstrap over rows (units) of `mat` (n, G); returns (low, high, bootstrap distribution)."""
+    """Bootstrap over rows (units) of `mat` (n, G); returns (low, high, bootstrap distribution).  The interval is
+    the expanded percentile interval (:func:`expanded_confidence`); with no variation at all it is the point."""
     m = np.asarray(mat, float)
     idx = np.arange(m.shape[0])
 
     def on_idx(i, axis=-1):
         return stat(m[np.asarray(i, int)])  # (..., n) indices -> (..., n, G) -> (...)
 
-    if np.ptp(m, axis=0).max() == 0:  # no variation: the interval is the point
+    if np.ptp(m, axis=0).max() == 0:  # no variation: the interval is the point (rules on 0/1 data use exact.py)
         v = float(on_idx(idx))
         return v, v, np.full(n_resamples, v)
     rng = np.random.default_rng(12345)
-    res = stats.bootstrap((idx,), on_idx, vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
+    level = expanded_confidence(confidence, m.shape[0])
+    res = stats.bootstrap((idx,), on_idx, vectorized=True, n_resamples=n_resamples, confidence_level=level,
                           method="BCa" if bca else "percentile", random_state=rng)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         res = stats.bootstrap((idx,), on_idx, vectorized=True, n_resamples=n_resamples,
-                              confidence_level=confidence, method="percentile", random_state=rng)
+                              confidence_level=level, method="percentile", random_state=rng)
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return lo, hi, np.asarray(res.bootstrap_distribution, float)
 
 
-def _boot_p(boot: np.ndarray, bound: float, side: int) -> float:
-    """One-sided bootstrap p-value for H0: statistic on the wrong side of `bound`."""
+def _boot_p(boot: np.ndarray, bound: float, side: int, n: int | None = None) -> float:
+    """One-sided bootstrap p-value for H0: statistic on the wrong side of `bound`.
+
+    The raw share s = (1 + #{wrong side}) / (1 + B) is corrected for `n` units the way
+    :func:`expanded_confidence` corrects the interval: p = T_{n−1}(Φ⁻¹(s) · √((n−1)/n)), never 0."""
+    boot = np.asarray(boot, float)
+    boot = boot[np.isfinite(boot)]
     wrong = np.sum(boot <= bound) if side > 0 else np.sum(boot >= bound)
-    return float((1 + wrong) / (1 + len(boot)))
+    raw = float((1 + wrong) / (1 + len(boot)))
+    if n is None or n < 3 or raw >= 1:
+        return raw
+    z = float(stats.norm.ppf(raw))
+    return float(stats.t.cdf(z * math.sqrt((n - 1) / n), n - 1))
 
 
 def unit_note(unit: str, n: int) -> str:
@@ -238,21 +296,33 @@ def unit_note(unit: str, n: int) -> str:
 
 
 def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effect, effect_name,
-            detail: str | None = None, unit: str | None = None) -> Verdict:
+            detail: str | None = None, unit: str | None = None, resampled: bool = True,
+            binary: bool = False) -> Verdict:
     """The shared policy (module docstring).  `detail`, when given, replaces the default estimate-and-CI text;
-    `unit`, when given, names the resampling unit (and `n` its count) at the end of the reason."""
-    right = est >= bound if side > 0 else est <= bound
+    `unit`, when given, names the resampling unit (and `n` its count) at the end of the reason.  `resampled`:
+    the interval and p come from a bootstrap (below :data:`CALIBRATED_MIN_N` units the rule does not decide);
+    `binary`: they come from exact tests on `n` 0/1 values (the power of a REFUTED is then exact binomial)."""
+    from bench.stats import sensitivity
+
+    lo, hi, widened = sensitivity.holding(est, lo, hi)
+    right = est > bound if side > 0 else est < bound  # an estimate on the bound is not on the claimed side
     ci_wrong = hi < bound if side > 0 else lo > bound
     ci = f"95% CI [{lo:.4g}, {hi:.4g}]"
-    if right and p < alpha:
+    if resampled and n < CALIBRATED_MIN_N:
+        outcome, why = Outcome.INCONCLUSIVE, (f"{detail or f'{est:.4g}, {ci}'}: only {n} units, and the bootstrap "
+                                              f"is calibrated from {CALIBRATED_MIN_N}")
+    elif right and p < alpha:
         outcome, why = Outcome.SUPPORTED, (f"{detail}, p = {p:.3g}" if detail else f"{est:.4g} {label}, {ci}, p = {p:.3g}")
     elif ci_wrong:
         outcome, why = Outcome.REFUTED, f"{detail or f'{est:.4g}, {ci}'} lies entirely outside {label}"
     else:
         outcome, why = Outcome.INCONCLUSIVE, (f"{detail}, p = {p:.3g}" if detail else f"{est:.4g}, {ci} vs {label}, p = {p:.3g}")
+    if widened:
+        why += f"; {widened}"
     if unit:
         why += f" ({unit_note(unit, n)})"
-    return Verdict(outcome, why, rule, metric, est, lo, hi, p, None, n, effect, effect_name, label, alpha)
+    v = Verdict(outcome, why, rule, metric, est, lo, hi, p, None, n, effect, effect_name, label, alpha)
+    return sensitivity.judge(v, bound, side, binary=binary, calibrated=not (resampled and n < CALIBRATED_MIN_N))
 
 
 def _missing(frame: pd.DataFrame, rule: str, metric: str, where: Mapping[str, Any]) -> Verdict:

@@ -11,6 +11,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.core.registry import rule_def
+from bench.stats import exact
 from bench.stats import (
     Outcome,
     Reduce,
@@ -47,9 +48,10 @@ def threshold(
 ) -> Verdict:
     """The reduced metric lies above `min` (or below `max`).
 
-    reduce: ``mean`` — mean over units (one-sample t-test); ``max_group_mean`` — mean over units within each
-    group of `by` columns, then the largest group (e.g. the best head; bootstrap test); ``max``/``min`` — the
-    exact worst case over all rows (no sampling, no p-value).
+    reduce: ``mean`` — mean over units: with one 0/1 value per unit the exact binomial test and the
+    Clopper–Pearson interval, otherwise the one-sample t-test and the t interval on the unit means;
+    ``max_group_mean`` — mean over units within each group of `by` columns, then the largest group (e.g. the
+    best head; bootstrap test); ``max``/``min`` — the exact worst case over all rows (no sampling, no p-value).
     """
     bound, side = _bound(min, max)
     name = metric
@@ -63,7 +65,8 @@ def threshold(
         outcome = Outcome.SUPPORTED if ok else Outcome.REFUTED
         why = f"{reduce} {name} = {est:.4g} {'meets' if ok else 'misses'} {label} (exact, {len(rows)} rows)"
         return Verdict(outcome, why, "threshold", metric, est, n=len(rows), threshold=label, alpha=alpha,
-                       effect=est - bound, effect_name="margin")
+                       effect=est - bound, effect_name="margin",
+                       sensitivity=None if ok else f"exact: the {reduce} over all {len(rows)} rows, no sampling")
     mat = _matrix(rows, unit, by).to_numpy(float)
     n = mat.shape[0]
     stat = _reducer(reduce)
@@ -71,14 +74,33 @@ def threshold(
     if n < min_n:
         return Verdict(Outcome.INCONCLUSIVE, f"only {n} {unit}s (< {min_n})", "threshold", metric, est, n=n,
                        threshold=label, alpha=alpha)
-    lo, hi, boot = _bootstrap(lambda m: stat(m), mat, confidence, n_resamples, bca=(reduce == "mean"))
+    if reduce == "mean" and mat.shape[1] == 1 and exact.is_binary(mat):
+        k = int(mat.sum())
+        p, lo, hi = exact.one_sample(k, n, bound, side, confidence)
+        return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha, effect=est - bound,
+                       effect_name="margin", unit=unit, resampled=False, binary=True,
+                       detail=f"{k} of {n} = {est:.4g}, Clopper–Pearson 95% CI [{lo:.4g}, {hi:.4g}], exact binomial "
+                              f"test vs {label}")
     if reduce == "mean":
-        alt = "greater" if side > 0 else "less"
-        p = float(stats.ttest_1samp(mat.mean(axis=1), popmean=bound, alternative=alt).pvalue)
-    else:
-        p = _boot_p(boot, bound, side)
+        p, lo, hi = _t_test(mat.mean(axis=1), bound, side, confidence)
+        return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha,
+                       effect=est - bound, effect_name="margin", unit=unit, resampled=False)
+    lo, hi, boot = _bootstrap(lambda m: stat(m), mat, confidence, n_resamples, bca=False)
+    p = _boot_p(boot, bound, side, n)
     return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha,
                    effect=est - bound, effect_name="margin", unit=unit)
+
+
+def _t_test(values: np.ndarray, bound: float, side: int, confidence: float) -> tuple[float, float, float]:
+    """(one-sided p, low, high): the one-sample t-test of the per-unit values against `bound` and the t interval
+    of their mean.  Zero variance gives p = 1 and the point (a constant is no evidence; 0/1 data go to exact)."""
+    values = np.asarray(values, float)
+    m = float(values.mean())
+    if np.ptp(values) == 0:
+        return 1.0, m, m
+    res = stats.ttest_1samp(values, popmean=bound, alternative="greater" if side > 0 else "less")
+    ci = stats.ttest_1samp(values, popmean=bound).confidence_interval(confidence_level=confidence)
+    return float(res.pvalue), float(ci.low), float(ci.high)
 
 
 @rule_def("paired_difference")
@@ -98,9 +120,12 @@ def paired_difference(
 ) -> Verdict:
     """reduce(a) − reduce(b), paired by unit, is at least `min`.
 
-    `a` and `b` select rows by column values (e.g. ``{metric = "loss_first"}``).  With ``reduce = "mean"`` the
-    test is a one-sided Wilcoxon signed-rank test of the per-unit differences minus `min`; otherwise a
-    bootstrap test.  Effect size: Cohen's d_z of the per-unit differences.
+    `a` and `b` select rows by column values (e.g. ``{metric = "loss_first"}``).  With ``reduce = "mean"``:
+    when both sides hold one 0/1 value per unit, the exact McNemar test and its exact interval
+    (:func:`bench.stats.exact.paired`; `min` must then be 0); otherwise the one-sided Wilcoxon signed-rank test
+    of the per-unit differences minus `min` (exact null distribution for up to 50 units without ties) and the t
+    interval of their mean.  Other reductions: a bootstrap test.  Effect
+    size: Cohen's d_z of the per-unit differences.
     """
     ra, rb = _select(frame, a), _select(frame, b)
     metric = f"{_label(a)} − {_label(b)}"
@@ -119,18 +144,30 @@ def paired_difference(
     if n < min_n:
         return Verdict(Outcome.INCONCLUSIVE, f"only {n} paired {unit}s (< {min_n})", "paired_difference", metric,
                        est, n=n, threshold=label, alpha=alpha)
-    both = np.concatenate([A, B], axis=1)
-    ka = A.shape[1]
-    lo, hi, boot = _bootstrap(lambda m: stat(m[..., :ka]) - stat(m[..., ka:]), both, confidence, n_resamples,
-                              bca=(reduce == "mean"))
     d = A.mean(axis=1) - B.mean(axis=1)
     sd = float(np.std(d, ddof=1)) if n > 1 else float("nan")
     dz = float(np.mean(d) / sd) if sd > 0 else float("nan")
+    if reduce == "mean" and A.shape[1] == B.shape[1] == 1 and exact.is_binary(A) and exact.is_binary(B):
+        if min != 0:
+            raise ValueError("paired_difference on 0/1 values tests with McNemar, which needs min = 0")
+        n10, n01 = int(((A == 1) & (B == 0)).sum()), int(((A == 0) & (B == 1)).sum())
+        p, lo, hi = exact.paired(n10, n01, n, confidence)
+        return _decide("paired_difference", metric, est, lo, hi, p, n, min, +1, label, alpha, effect=dz,
+                       effect_name="Cohen's d_z", unit=unit, resampled=False,
+                       detail=f"{est:.4g}, exact 95% CI [{lo:.4g}, {hi:.4g}], exact McNemar: {n10} {unit}s only "
+                              f"under a, {n01} only under b")
     if reduce == "mean":
         shifted = d - min
+        _, lo, hi = _t_test(shifted, 0.0, +1, confidence)
+        lo, hi = lo + min, hi + min
         p = 1.0 if np.allclose(shifted, 0) else float(stats.wilcoxon(shifted, alternative="greater").pvalue)
-    else:
-        p = _boot_p(boot, min, +1)
+        return _decide("paired_difference", metric, est, lo, hi, p, n, min, +1, label, alpha,
+                       effect=dz, effect_name="Cohen's d_z", unit=unit, resampled=False)
+    both = np.concatenate([A, B], axis=1)
+    ka = A.shape[1]
+    lo, hi, boot = _bootstrap(lambda m: stat(m[..., :ka]) - stat(m[..., ka:]), both, confidence, n_resamples,
+                              bca=False)
+    p = _boot_p(boot, min, +1, n)
     return _decide("paired_difference", metric, est, lo, hi, p, n, min, +1, label, alpha,
                    effect=dz, effect_name="Cohen's d_z", unit=unit)
 
@@ -170,8 +207,10 @@ def exceeds_baseline(
         outcome, why = Outcome.INCONCLUSIVE, f"{obs:.4g} exceeds q{quantile:g} but p = {p:.3g} ≥ α"
     else:
         outcome, why = Outcome.REFUTED, f"{obs:.4g} does not exceed the baseline's q{quantile:g} = {cut:.4g}"
+    sens = (f"exact comparison with {n} baseline draws (smallest attainable p {1 / (1 + n):.2g} < α)"
+            if outcome is Outcome.REFUTED and 1 / (1 + n) < alpha else None)
     return Verdict(outcome, why, "exceeds_baseline", metric, obs, p_value=p, n=n, effect=z,
-                   effect_name="z vs baseline", threshold=label, alpha=alpha)
+                   effect_name="z vs baseline", threshold=label, alpha=alpha, sensitivity=sens)
 
 
 @rule_def("all", nested="of")

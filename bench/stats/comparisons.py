@@ -19,6 +19,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.core.registry import rule_def
+from bench.stats import exact
 from bench.stats import (
     Outcome,
     Verdict,
@@ -70,7 +71,7 @@ def trend(
         return Verdict(Outcome.INCONCLUSIVE, f"only {m.shape[0]} {unit}s and {len(levels)} {over}s", "trend",
                        metric, est, n=m.shape[0], threshold=label, alpha=alpha)
     lo, hi, boot = _bootstrap(lambda x: _spearman_rows(x, levels), m, confidence, n_resamples, bca=False)
-    p = _boot_p(boot, bound, side)
+    p = _boot_p(boot, bound, side, m.shape[0])
     return _decide("trend", metric, est, lo, hi, p, m.shape[0], bound, side, label, alpha, effect=est,
                    effect_name="Spearman ρ", unit=unit)
 
@@ -105,7 +106,7 @@ def layer_majority(
 
     est = float(share(m))
     lo, hi, boot = _bootstrap(share, m, confidence, n_resamples, bca=False)
-    p = float((1 + np.sum(boot <= 0.5)) / (1 + len(boot)))
+    p = _boot_p(boot, 0.5, +1, m.shape[0])
     means = m.mean(axis=0)
     return _majority("layer_majority", metric, est, lo, hi, p, m.shape[1], alpha, over,
                      f"per-{over} means from {means.min():.3g} to {means.max():.3g} vs {label}; "
@@ -140,14 +141,16 @@ def layer_summary(
     why = (f"{reduce} over {len(per)} {over}s ({per.index[0]}–{per.index[-1]}) = {est:.4g} "
            f"{'meets' if ok else 'misses'} {label}; range {per.min():.4g}–{per.max():.4g} (exact)")
     return Verdict(Outcome.SUPPORTED if ok else Outcome.REFUTED, why, "layer_summary", metric, est, n=len(per),
-                   effect=est - bound, effect_name="margin", threshold=label, alpha=alpha)
+                   effect=est - bound, effect_name="margin", threshold=label, alpha=alpha,
+                   sensitivity=None if ok else f"exact: the {reduce} over all {len(per)} {over}s, no sampling")
 
 
 def paired_accuracy(frame: pd.DataFrame, rule: str, a: dict[str, Any], b: dict[str, Any], min: float, unit: str,
                     min_n: int, alpha: float, confidence: float, n_resamples: int, word: str, units: str):
     """acc(a) − acc(b) > `min` over the `unit`s both conditions share (0/1 rows): the exact one-sided McNemar test
-    (binomial on the discordant pairs) and a paired percentile bootstrap interval.  Returns the verdict, the
-    paired table (None when there is nothing to test), and the counts right only under a / only under b."""
+    (binomial on the discordant pairs) and its exact interval on the difference (:func:`bench.stats.exact.paired`).
+    Returns the verdict, the paired table (None when there is nothing to test), and the counts right only under
+    a / only under b."""
     name = f"accuracy {_label(a)} − {_label(b)}"
     ra, rb = _select(frame, a), _select(frame, b)
     if ra.empty or rb.empty:
@@ -161,11 +164,9 @@ def paired_accuracy(frame: pd.DataFrame, rule: str, a: dict[str, Any], b: dict[s
                        alpha=alpha), None, 0, 0
     n10 = int(((m["a"] > 0.5) & (m["b"] <= 0.5)).sum())
     n01 = int(((m["a"] <= 0.5) & (m["b"] > 0.5)).sum())
-    p = float(stats.binomtest(n10, n10 + n01, 0.5, alternative="greater").pvalue) if n10 + n01 else 1.0
-    lo, hi, _ = _bootstrap(lambda x: x[..., 0].mean(axis=-1) - x[..., 1].mean(axis=-1), m[["a", "b"]].to_numpy(float),
-                           confidence, n_resamples, bca=False)
+    p, lo, hi = exact.paired(n10, n01, n, confidence)
     v = _decide(rule, name, est, lo, hi, p, n, min, +1, f"{word} > {min:g}", alpha, unit=unit, effect=est,
-                effect_name=f"accuracy {word}")
+                effect_name=f"accuracy {word}", resampled=False)
     return v, m, n10, n01
 
 

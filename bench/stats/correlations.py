@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.core.registry import rule_def
-from bench.stats import Outcome, Verdict, _boot_p, _decide, _label, _missing, _select, unit_note
+from bench.stats import Outcome, Verdict, _boot_p, _decide, _label, _missing, _select, expanded_confidence, unit_note
 from bench.stats.groups import SEED, _weights
 
 
@@ -51,7 +51,8 @@ def _weighted_boot(units: np.ndarray, stat, n_resamples: int, confidence: float)
     """Bootstrap over whole units, vectorised: `stat` gets per-row weights (..., N) = resampled unit counts."""
     uniq, idx = np.unique(units, return_inverse=True)
     res = stats.bootstrap((np.arange(len(uniq)),), lambda i, axis=-1: stat(_weights(i, len(uniq))[..., idx]),
-                          vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
+                          vectorized=True, n_resamples=n_resamples,
+                          confidence_level=expanded_confidence(confidence, len(uniq)),
                           method="percentile", random_state=np.random.default_rng(SEED))
     return (float(res.confidence_interval.low), float(res.confidence_interval.high),
             np.asarray(res.bootstrap_distribution, float))
@@ -66,7 +67,7 @@ def _unit_boot(units: np.ndarray, stat, n_resamples: int, confidence: float):
         return stat(np.concatenate([groups[int(i)] for i in idx]))
 
     res = stats.bootstrap((np.arange(len(uniq)),), on, vectorized=False, n_resamples=n_resamples,
-                          confidence_level=confidence, method="percentile",
+                          confidence_level=expanded_confidence(confidence, len(uniq)), method="percentile",
                           random_state=np.random.default_rng(SEED))
     dist = np.asarray(res.bootstrap_distribution, float)
     return float(res.confidence_interval.low), float(res.confidence_interval.high), dist
@@ -114,7 +115,7 @@ def correlation(
         else:
             lo, hi, dist = _unit_boot(units, lambda rows: _corr(method)(xs[rows], ys[rows]), n_resamples, confidence)
         label, effect_name = f"{method} r > {min:g}", "Spearman ρ" if method == "pearson" else "Pearson r"
-    p = _boot_p(dist[np.isfinite(dist)], min, +1)
+    p = _boot_p(dist, min, +1, U)
     v = _decide("correlation", name, r, lo, hi, p, U, min, +1, label, alpha, effect=other, effect_name=effect_name)
     if v.outcome is Outcome.SUPPORTED and lo <= min:
         return Verdict(**{**v.__dict__, "outcome": Outcome.INCONCLUSIVE,
@@ -148,7 +149,7 @@ def correlation_difference(
 
     est = float(diff(np.ones(len(both))))
     lo, hi, dist = _weighted_boot(units, diff, n_resamples, confidence)
-    p = _boot_p(dist, min_abs, +1)
+    p = _boot_p(dist, min_abs, +1, U)
     v = _decide("correlation_difference", name, est, lo, hi, p, U, min_abs, +1, f"≥ {min_abs:g}",
                 alpha, effect=est, effect_name="|Δr|")
     return Verdict(**{**v.__dict__, "reason": v.reason + f" ({unit_note(unit, U)})"})

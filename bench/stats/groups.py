@@ -15,7 +15,17 @@ import pandas as pd
 from scipy import stats
 
 from bench.core.registry import rule_def
-from bench.stats import Outcome, Verdict, _boot_p, _decide, _missing, _select, unit_note
+from bench.stats import (
+    CALIBRATED_MIN_N,
+    Outcome,
+    Verdict,
+    _boot_p,
+    _decide,
+    _missing,
+    _select,
+    expanded_confidence,
+    unit_note,
+)
 
 SEED = 12345
 
@@ -96,7 +106,8 @@ def group_comparison(
 
     def boot(stat):
         res = stats.bootstrap((np.arange(U),), lambda i, axis=-1: stat(_weights(i, U)), vectorized=True,
-                              n_resamples=n_resamples, confidence_level=confidence, method="percentile",
+                              n_resamples=n_resamples, confidence_level=expanded_confidence(confidence, U),
+                              method="percentile",
                               random_state=np.random.default_rng(SEED))
         dist = np.asarray(res.bootstrap_distribution, float)
         return float(res.confidence_interval.low), float(res.confidence_interval.high), dist
@@ -104,7 +115,7 @@ def group_comparison(
     if over is None:
         est = float(per[0])
         lo, hi, dist = boot(lambda W: _delta_of(W, S, na, nb)[..., 0])
-        p = _boot_p(dist[np.isfinite(dist)], delta, sign)
+        p = _boot_p(dist, delta, sign, U)
         label = f"δ {'≤' if sign < 0 else '≥'} {delta:g}"
         v = _decide("group_comparison", name, est, lo, hi, p, U, delta, sign, label, alpha,
                     effect=est, effect_name="Cliff's δ")
@@ -120,7 +131,7 @@ def group_comparison(
 
     est = float(share(ones))
     lo, hi, dist = boot(share)
-    p = float((1 + np.sum(dist <= 0.5)) / (1 + len(dist)))
+    p = _boot_p(dist, 0.5, +1, U)
     finite = per[np.isfinite(per)]
     return majority("group_comparison", name, est, lo, hi, p, len(levels), alpha, over,
                     f"δ per {over} from {finite.min():.3g} to {finite.max():.3g} (bound {delta:g}); "
@@ -129,13 +140,20 @@ def group_comparison(
 
 def majority(rule, name, est, lo, hi, p, n_levels, alpha, over, detail, n_units: int | None = None) -> Verdict:
     """The verdict of a "more than half of the layers" claim from its bootstrap share, interval and p."""
+    from bench.stats import sensitivity
+
     label = f"> 0.5 of {over}s"
-    ci = f"95% CI [{lo:.3g}, {hi:.3g}]"
-    if est > 0.5 and p < alpha:
+    lo, hi, widened = sensitivity.holding(est, lo, hi)
+    ci = f"95% CI [{lo:.3g}, {hi:.3g}]" + (f" ({widened})" if widened else "")
+    units = n_units if n_units is not None else n_levels
+    if units < CALIBRATED_MIN_N:
+        outcome, why = (Outcome.INCONCLUSIVE, f"holds in {est:.0%} of {n_levels} {over}s, {ci}: only {units} units, "
+                        f"and the bootstrap is calibrated from {CALIBRATED_MIN_N}; {detail}")
+    elif est > 0.5 and p < alpha:
         outcome, why = Outcome.SUPPORTED, f"holds in {est:.0%} of {n_levels} {over}s, {ci}, p = {p:.3g}; {detail}"
     elif hi <= 0.5:
         outcome, why = Outcome.REFUTED, f"holds in {est:.0%} of {n_levels} {over}s, {ci} ≤ 0.5; {detail}"
     else:
         outcome, why = Outcome.INCONCLUSIVE, f"holds in {est:.0%} of {n_levels} {over}s, {ci}, p = {p:.3g}; {detail}"
-    return Verdict(outcome, why, rule, name, est, lo, hi, p, None, n_units if n_units is not None else n_levels,
-                   est, f"share of {over}s", label, alpha)
+    v = Verdict(outcome, why, rule, name, est, lo, hi, p, None, units, est, f"share of {over}s", label, alpha)
+    return sensitivity.judge(v, 0.5, +1, calibrated=units >= CALIBRATED_MIN_N)

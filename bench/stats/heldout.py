@@ -75,7 +75,7 @@ def crossfit_summary(
                        f"cross-fitted {est:.4g}; {extra}", "crossfit_summary", name, est, n=n, threshold=label,
                        alpha=alpha)
     lo, hi, boot = _bootstrap(stat, mat, confidence, n_resamples, bca=False)
-    p = _boot_p(boot, bound, side)
+    p = _boot_p(boot, bound, side, n)
     v = _decide("crossfit_summary", name, est, lo, hi, p, n, bound, side, label, alpha, effect=est - bound,
                 effect_name="margin", unit=unit)
     return Verdict(**{**v.__dict__, "reason": v.reason + f"; over {G} {over}s; {extra}"})

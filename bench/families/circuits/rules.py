@@ -3,8 +3,9 @@
 A claim such as "K-composition exceeds chance" has more than one fair notion of chance (random matrices of
 the same shapes; the model's own matrices with their alignment broken).  The claim is SUPPORTED when it beats
 every baseline, REFUTED only when every baseline refutes it, INCONCLUSIVE otherwise; each baseline gets its
-own Monte Carlo rank p-value (``exceeds_baseline``), and the claim's p is their maximum (intersection–union).  A frame row ``flag`` (e.g. ``qk_norm`` = 1) marks the
-measurement approximate in the reason.
+own Monte Carlo rank p-value (``exceeds_baseline``), and the claim's p is their maximum (intersection–union).
+A frame row ``flag`` (e.g. ``qk_norm`` = 1) marks the measurement approximate: it may then be SUPPORTED or
+INCONCLUSIVE, never REFUTED.
 """
 
 from __future__ import annotations
@@ -39,9 +40,13 @@ def exceeds_baselines(frame: pd.DataFrame, *, observed: dict[str, Any], baseline
         outcome = Outcome.INCONCLUSIVE
     reason = "; ".join(f"{p.metric}: {p.outcome.value} — {p.reason}" for p in parts)
     flagged = _select(frame, flag) if flag else frame.iloc[0:0]
+    sens = "; ".join(p.sensitivity for p in parts if p.sensitivity) if outcome is Outcome.REFUTED else None
     if len(flagged) and float(flagged["value"].max()) > 0:
         reason += f" [{flag_text}]"
+        if outcome is Outcome.REFUTED:  # an approximate measurement may support a claim, never refute it
+            outcome, sens = Outcome.INCONCLUSIVE, None
+            reason = f"could not have shown the effect: the measurement is {flag_text} ({reason})"
     ps = [p.p_value for p in parts if p.p_value is not None]
     # intersection–union test: "beats every baseline" holds at level α when each test does, so p = max p
-    return replace(parts[0], outcome=outcome, reason=reason, rule="exceeds_baselines", alpha=alpha,
+    return replace(parts[0], outcome=outcome, reason=reason, rule="exceeds_baselines", alpha=alpha, sensitivity=sens,
                    p_value=max(ps) if len(ps) == len(parts) else None, metric=str(observed.get("metric", "observed")))

@@ -8,7 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.core.registry import rule_def
-from bench.stats import Outcome, Verdict, _label, _missing, _select
+from bench.stats import Outcome, Verdict, _label, _missing, _select, sensitivity
 
 
 @rule_def("accuracy_floor")
@@ -43,5 +43,5 @@ def accuracy_floor(frame: pd.DataFrame, *, min: float, metric: str = "correct",
         outcome, why = Outcome.REFUTED, f"{text}: not above the floor {min:g}"
     else:
         outcome, why = Outcome.INCONCLUSIVE, f"{text} vs floor {label}, binomial p = {p:.3g}"
-    return Verdict(outcome, why, "accuracy_floor", name, est, lo, hi, p, None, n, est - min, "margin", label,
-                   alpha)
+    v = Verdict(outcome, why, "accuracy_floor", name, est, lo, hi, p, None, n, est - min, "margin", label, alpha)
+    return sensitivity.judge(v, min, +1, binary=True)

@@ -14,7 +14,18 @@ import numpy as np
 import pandas as pd
 
 from bench.core.registry import rule_def
-from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _decide, _missing, _select, combine
+from bench.stats import (
+    CALIBRATED_MIN_N,
+    Outcome,
+    Verdict,
+    _boot_p,
+    _bootstrap,
+    _decide,
+    _missing,
+    _select,
+    combine,
+    sensitivity,
+)
 
 Entries = Literal["diagonal", "off_diagonal", "all"]
 
@@ -101,7 +112,7 @@ def diagonal_dominance(frame: pd.DataFrame, *, method: str = "lape", min_share: 
     for name, stat, bound in (("dominant_share", share, min_share), ("diagonal_margin", margin, 0.0)):
         est = float(stat(c.mat))
         lo, hi, boot = _bootstrap(stat, c.mat, confidence, n_resamples, bca=False)
-        p = _boot_p(boot, bound, +1)
+        p = _boot_p(boot, bound, +1, c.n)
         label = f"≥ {bound:g}" if name == "dominant_share" else "> 0"
         parts.append(_decide("diagonal_dominance", name, est, lo, hi, p, c.n, bound, +1, label, alpha,
                              effect=est - bound, effect_name="margin"))
@@ -148,7 +159,7 @@ def baseline_ratio(frame: pd.DataFrame, *, numerator: dict[str, Any], denominato
     ratio = a / b if b != 0 else float("inf") * np.sign(a)
     d = float(diff(c.mat))
     lo, hi, boot = _bootstrap(diff, c.mat, confidence, n_resamples, bca=False)
-    p = _boot_p(boot, 0.0, side)
+    p = _boot_p(boot, 0.0, side, c.n)
     label = f"{'≥' if side > 0 else '≤'} {bound:g} × baseline"
     txt = f"ratio {ratio:.3g} ({a:.4g} vs {b:.4g} ΔBPB); num − {bound:g}·den = {d:.4g}, 95% CI [{lo:.4g}, {hi:.4g}]"
     v = _decide("baseline_ratio", "ratio", d, lo, hi, p, c.n, 0.0, side, label, alpha, effect=d,
@@ -176,7 +187,7 @@ def largest_of(frame: pd.DataFrame, *, target: str = "lape", methods: list[str] 
     diff = lambda x: c.mean_of(x, target, cells[target]) - c.mean_of(x, runner, cells[runner])  # noqa: E731
     lo, hi, boot = _bootstrap(diff, c.mat, confidence, n_resamples, bca=False)
     est = means[target] - means[runner]
-    p = _boot_p(boot, 0.0, +1)
+    p = _boot_p(boot, 0.0, +1, c.n)
     apart = cis[target][0] > cis[runner][1]
     table = ", ".join(f"{m} {v:.4g}" for m, v in sorted(means.items(), key=lambda kv: -kv[1]))
     ci_txt = (f"{target} CI [{cis[target][0]:.4g}, {cis[target][1]:.4g}] vs runner-up {runner} "
@@ -187,8 +198,12 @@ def largest_of(frame: pd.DataFrame, *, target: str = "lape", methods: list[str] 
         outcome, why = Outcome.REFUTED, f"mean ΔBPB: {table}; {runner} beats {target} (difference CI [{lo:.4g}, {hi:.4g}])"
     else:
         outcome, why = Outcome.INCONCLUSIVE, f"mean ΔBPB: {table}; {ci_txt}; p = {p:.3g}"
-    return Verdict(outcome, why, "largest_of", "mean_delta_bpb", est, lo, hi, p, None, c.n, est,
-                   f"{target} − {runner}", f"{target} largest, CIs apart", alpha)
+    if c.n < CALIBRATED_MIN_N:
+        outcome, why = Outcome.INCONCLUSIVE, f"{why}: only {c.n} texts, and the bootstrap is calibrated from {CALIBRATED_MIN_N}"
+    lo, hi, widened = sensitivity.holding(est, lo, hi)
+    v = Verdict(outcome, why + (f"; {widened}" if widened else ""), "largest_of", "mean_delta_bpb", est, lo, hi, p,
+                None, c.n, est, f"{target} − {runner}", f"{target} largest, CIs apart", alpha)
+    return sensitivity.judge(v, 0.0, +1, calibrated=c.n >= CALIBRATED_MIN_N)
 
 
 @rule_def("related_exceeds_unrelated")
@@ -218,7 +233,7 @@ def related_exceeds_unrelated(frame: pd.DataFrame, *, method: str = "lape",
 
     est = float(stat(c.mat))
     lo, hi, boot = _bootstrap(stat, c.mat, confidence, n_resamples, bca=False)
-    p = _boot_p(boot, 0.0, +1)
+    p = _boot_p(boot, 0.0, +1, c.n)
     return _decide("related_exceeds_unrelated", "related_minus_unrelated", est, lo, hi, p, c.n, 0.0, +1, "> 0",
                    alpha, effect=est, effect_name="ΔBPB difference")
 
@@ -230,9 +245,11 @@ def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: floa
 
     The neurons of one selection are not independent trials (they are picked together, by one ranking), so
     no binomial test over neurons: the share is recomputed on split-half replicates of the selection documents
-    (``sample`` = replicate, from ``split_halves``).  Interval: the replicate shares' percentiles; p = (1 +
-    #{replicate share < min_share}) / (1 + R).  A half has half the text, so this interval is wider than the
-    full selection's (conservative).  The uniform share and the halves' Jaccard index are reported beside."""
+    (``sample`` = replicate, from ``split_halves``).  A half has half the text, so its share varies about
+    √2 times as much as the full selection's: the replicates are centred on the full selection's share and
+    their spread divided by √2 (estimate + (share_r − mean share) / √2), so the interval is about the full
+    selection and always holds its estimate.  Interval: those values' percentiles; p = (1 + #{value <
+    min_share}) / (1 + R).  The uniform share and the halves' Jaccard index are reported beside."""
     sel = _select(frame, {"method": method})
     full = {r.metric: r.value for r in sel.itertuples()
             if pd.isna(r.layer) and pd.isna(r.set_lang) and pd.isna(r.sample)}
@@ -251,14 +268,17 @@ def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: floa
         return Verdict(Outcome.INCONCLUSIVE, f"share {k / n:.3g} ({k} of {n} neurons) but only {R} split-half "
                        f"replicates (< {min_replicates}; set split_halves): the selection's uncertainty is unknown",
                        "binomial_share", "edge_share", k / n, n=R, alpha=alpha)
-    shares = (table["edge_count"] / table["total_count"]).to_numpy(float)
+    raw = (table["edge_count"] / table["total_count"]).to_numpy(float)
+    shares = k / n + (raw - raw.mean()) / np.sqrt(2)
     q = (1 - confidence) / 2
     lo, hi = float(np.quantile(shares, q)), float(np.quantile(shares, 1 - q))
     p = float((1 + np.sum(shares < min_share)) / (1 + R))
     jac = _select(frame, {"method": method, "metric": "selection_jaccard"})["value"]
     v = _decide("binomial_share", "edge_share", k / n, lo, hi, p, R, min_share, +1, f"≥ {min_share:g}", alpha,
-                effect=k / n - uniform, effect_name="share − uniform share", unit="split-half replicate")
-    extra = (f"; {k} of {n} neurons; uniform spread would give {uniform:.3g}; replicate totals "
+                effect=k / n - uniform, effect_name="share − uniform share", unit="split-half replicate",
+                resampled=False)
+    extra = (f"; {k} of {n} neurons; replicate shares {raw.min():.3g}–{raw.max():.3g} (halves, before "
+             f"centring and ÷√2); uniform spread would give {uniform:.3g}; replicate totals "
              f"{int(table['total_count'].min())}–{int(table['total_count'].max())} neurons"
              + (f"; Jaccard of the halves' sets {jac.mean():.2f} ({jac.min():.2f}–{jac.max():.2f})" if len(jac) else ""))
     return replace(v, reason=v.reason + extra)
@@ -305,7 +325,8 @@ def arg_extreme(frame: pd.DataFrame, *, metric: str, over: str, extreme: Literal
         good = ok(winners[0])
         return Verdict(Outcome.SUPPORTED if good else Outcome.REFUTED,
                        f"arg{extreme} = {winners[0]} ({where_txt}; exact)", "arg_extreme", metric, float(best),
-                       n=len(table), threshold=label, alpha=alpha)
+                       n=len(table), threshold=label, alpha=alpha,
+                       sensitivity=None if good else f"exact: all {len(table)} values of {over} measured")
     mat_df = rows.pivot_table(index=unit, columns=over, values="value", aggfunc="mean").dropna()
     values = mat_df.columns.to_numpy()
     mat = mat_df.to_numpy(float)
@@ -319,15 +340,21 @@ def arg_extreme(frame: pd.DataFrame, *, metric: str, over: str, extreme: Literal
     est = values[est_i]
     txt = (f"arg{extreme} {over} = {est} (bootstrap {inside.mean():.0%} inside; positions "
            f"[{values[int(lo)]}, {values[int(hi)]}])")
-    if ok(est) and p < alpha:
+    sens = None
+    if mat.shape[0] < CALIBRATED_MIN_N:
+        outcome = Outcome.INCONCLUSIVE
+        txt += f": only {mat.shape[0]} units, and the bootstrap is calibrated from {CALIBRATED_MIN_N}"
+    elif ok(est) and p < alpha:
         outcome = Outcome.SUPPORTED
     elif not ok(values[int(lo)]) and not ok(values[int(hi)]) and inside.mean() <= alpha:
         outcome = Outcome.REFUTED
+        sens = f"the {over} falls outside {expect or band} in {1 - inside.mean():.0%} of {len(boot)} resamples"
     else:
         outcome = Outcome.INCONCLUSIVE
-    return Verdict(outcome, txt + f", p = {p:.3g}", "arg_extreme", metric, float(est), float(values[int(lo)]),
-                   float(values[int(hi)]), p, None, mat.shape[0], float(inside.mean()), "bootstrap share inside",
-                   label, alpha)
+    ci_lo, ci_hi, widened = sensitivity.holding(float(est), float(values[int(lo)]), float(values[int(hi)]))
+    return Verdict(outcome, txt + f", p = {p:.3g}" + (f"; {widened}" if widened else ""), "arg_extreme", metric,
+                   float(est), ci_lo, ci_hi, p, None, mat.shape[0], float(inside.mean()), "bootstrap share inside",
+                   label, alpha, sensitivity=sens)
 
 
 def _replicate_argmax(frame, rows, mat, values, pick, ok, metric, over, extreme, label, alpha) -> Verdict:
@@ -346,12 +373,15 @@ def _replicate_argmax(frame, rows, mat, values, pick, ok, metric, over, extreme,
     counts = pd.Series(winners).value_counts()
     txt = (f"arg{extreme} {over} = {est} on all selection text; per split-half replicate: "
            + ", ".join(f"{k} {v}×" for k, v in counts.items()) + f" of {R} ({inside.mean():.0%} inside)")
+    sens = None
     if est_ok and p < alpha:
         outcome = Outcome.SUPPORTED
     elif not est_ok and inside.mean() <= alpha:
         outcome = Outcome.REFUTED
+        sens = f"{int((~inside).sum())} of {R} split-half replicates put it outside"
     else:
         outcome = Outcome.INCONCLUSIVE
     return Verdict(outcome, txt + f", p = {p:.3g} (over {R} split-half replicates)", "arg_extreme", metric,
                    float(full.min() if extreme == "min" else full.max()) if len(full) else None, None, None, p,
-                   None, R, float(inside.mean()), "replicate share inside", label, alpha)
+                   None, R, float(inside.mean()), "replicate share inside", label, alpha,
+                   sensitivity=sens if outcome is Outcome.REFUTED else None)

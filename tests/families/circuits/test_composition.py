@@ -122,6 +122,9 @@ def test_exceeds_baselines_needs_both_to_refute_and_marks_approximate():
     v = evaluate(f, "exceeds_baselines", params)
     assert v.outcome is Outcome.INCONCLUSIVE and "approximate" in v.reason
     both_low = {**params, "baselines": [{"kind": "baseline", "metric": "perm"}] * 2}
-    assert evaluate(f, "exceeds_baselines", both_low).outcome is Outcome.REFUTED
+    approx = evaluate(f, "exceeds_baselines", both_low)  # an approximate measurement never refutes
+    assert approx.outcome is Outcome.INCONCLUSIVE and "could not have shown the effect" in approx.reason
+    exact = evaluate(f[f["metric"] != "flag"], "exceeds_baselines", both_low)
+    assert exact.outcome is Outcome.REFUTED and exact.sensitivity
     both_high = {**params, "baselines": [{"kind": "baseline", "metric": "gauss"}] * 2}
     assert evaluate(f, "exceeds_baselines", both_high).outcome is Outcome.SUPPORTED
