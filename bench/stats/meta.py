@@ -9,8 +9,12 @@ the between-model variance τ² (Paule–Mandel by default, DerSimonian–Laird 
 random-effects mean.  On top of what it returns:
 
 * the interval of the mean uses the Hartung–Knapp–Sidik–Jonkman scale and a t with k − 1 degrees of freedom
-  (statsmodels' ``conf_int(use_t=True)``, random effects with the estimated scale): with a handful of models the
-  plain normal interval is too narrow (IntHout et al. 2014);
+  (statsmodels' ``scale_hksj_re``, the weighted residual variance of the effects): with a handful of models the
+  plain normal interval is too narrow (IntHout et al. 2014).  When that scale is below 1 (the effects agree more
+  closely than their own errors say) it is taken as 1, so the interval is never narrower than the unscaled one
+  with the same t (the modification of Röver, Knapp & Friede 2015);
+* τ² below 0 (DerSimonian–Laird when Q < k − 1, which statsmodels does not truncate) is taken as 0, and the
+  random-effects mean, SE and scale are then the fixed-effect ones;
 * I² = max(0, (Q − (k − 1)) / Q) (Higgins & Thompson 2002; statsmodels leaves it negative when Q < k − 1);
 * the prediction interval for the effect on a new model, μ̂ ± t_{k−2} · sqrt(τ̂² + SE(μ̂)²) (Higgins, Thompson &
   Spiegelhalter 2009, with the unscaled random-effects SE); it needs k ≥ 3 (statsmodels has no routine for it).
@@ -74,15 +78,18 @@ def pool(effects: Sequence[float], ses: Sequence[float], *, method: str = "pm",
         warnings.simplefilter("ignore")  # statsmodels' convergence chatter; τ² is checked below
         tight = {"atol": 1e-10, "maxiter": 500} if method == "pm" else {}  # statsmodels' default stops at 1e-5
         res = combine_effects(eff, var, method_re=METHODS[method], alpha=alpha, use_t=True, **tight)
-        ci = res.conf_int(alpha=alpha, use_t=True)[3]  # random effects, HKSJ scale
+    if res.tau2 > 0:
+        mu, se, scale = float(res.mean_effect_re), float(res.sd_eff_w_re), float(res.scale_hksj_re)
+    else:  # τ² = 0: the random-effects model is the fixed one (statsmodels leaves DL's τ² negative when Q < k − 1)
+        mu, se, scale = float(res.mean_effect_fe), float(res.sd_eff_w_fe), float(res.scale_hksj_fe)
+    half = stats.t.ppf(1 - alpha / 2, k - 1) * se * math.sqrt(max(1.0, scale))
     tau2 = float(max(res.tau2, 0.0))
     q = float(res.q)
     i2 = max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
-    mu, se = float(res.mean_effect_re), float(res.sd_eff_w_re)
     pi_low = pi_high = None
     if k >= 3:
-        half = stats.t.ppf(1 - alpha / 2, k - 2) * math.sqrt(tau2 + se ** 2)
-        pi_low, pi_high = mu - half, mu + half
-    return Pooled(k=k, method=method, estimate=mu, se=se, ci_low=float(ci[0]), ci_high=float(ci[1]), tau2=tau2,
+        spread = stats.t.ppf(1 - alpha / 2, k - 2) * math.sqrt(tau2 + se ** 2)
+        pi_low, pi_high = mu - spread, mu + spread
+    return Pooled(k=k, method=method, estimate=mu, se=se, ci_low=mu - half, ci_high=mu + half, tau2=tau2,
                   q=q, i2=float(i2), pi_low=pi_low, pi_high=pi_high, fixed_estimate=float(res.mean_effect_fe),
                   confidence=confidence)

@@ -57,6 +57,11 @@ def test_three_models_by_hand():
 def test_homogeneous_effects_have_no_heterogeneity_and_two_have_no_prediction_interval():
     p = pool([1.0, 1.1, 0.9], [0.5, 0.5, 0.5], method="dl")
     assert p.tau2 == 0.0 and p.i2 == 0.0  # Q = 0.08 < 2: I² is clipped at 0, not negative
+    # DL's τ² = (0.08 − 2)/8 < 0 is taken as 0: the fixed-effect mean and SE 0.5/sqrt(3), not statsmodels'
+    # weights 1/(0.25 − 0.24)
+    assert p.estimate == pytest.approx(1.0, abs=1e-9) and p.se == pytest.approx(0.288675, abs=1e-6)
+    # the HKSJ scale, Q/(k − 1) = 0.04, is taken as 1: 1 ± t(0.975, 2) · 0.5/sqrt(3) = 1 ± 4.302653 · 0.288675
+    assert (p.ci_low, p.ci_high) == pytest.approx((1 - 1.242069, 1 + 1.242069), abs=1e-5)
     two = pool([1.0, 2.0], [0.1, 0.1])
     assert two.pi_low is None and two.pi_high is None
 
