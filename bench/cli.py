@@ -385,5 +385,12 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _add_run_readers() -> None:
+    from bench import cli_checks  # noqa: F401 - adds `baseline`, `check` and `meta` to `main`
+
+
+_add_run_readers()
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

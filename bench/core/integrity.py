@@ -40,6 +40,10 @@ def record_digest(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(record)).hexdigest()
 
 
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def file_digest(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
