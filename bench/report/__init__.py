@@ -80,3 +80,10 @@ def render_compare(rows, model_a: str, model_b: str, a: dict[str, Any], b: dict[
 
     atomic_write_bytes(Path(path), render_compare_html(rows, model_a, model_b, a, b).encode("utf-8"))
     return Path(path)
+
+
+def render_meta(records: list[dict[str, Any]], path: Path, method: str = "pm") -> Path:
+    from bench.report.html import render_meta_html
+
+    atomic_write_bytes(Path(path), render_meta_html(records, method).encode("utf-8"))
+    return Path(path)

@@ -21,7 +21,8 @@ def spec(claim: str, *, min_: float = 0.0, metric: str = "m", version: str = "1"
     verdict = {"metric": metric, "reduce": "mean", "unit": "sample", "min": min_}
     return {"id": claim, "title": claim, "source": "test", "claim": "a claim", "path": f"{claim}.toml",
             "family": claim.split(".")[0], "profile": "smoke", "probe": "p", "rule": "threshold", "params": {},
-            "verdict": verdict, "hash": f"hash-{claim}-{min_}-{version}", "models": {}, "references": []}
+            "verdict": verdict, "hash": f"hash-{claim}-{min_}-{version}", "models": {}, "references": [],
+            "control_holds": ""}
 
 
 def make_run(runs_dir: Path, cells: list[dict], *, seed: int = 0, profile: str = "smoke",
