@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -72,8 +71,9 @@ def write(record: dict[str, Any], run_dir: Path, path: Path, *, frames: bool = T
              f"dtype = {_str(record.get('dtype') or '')}",
              f"frames = {_str(fdir.name if frames else '')}", "", "[packages]"]
     lines += [f"{_key(k)} = {_str(v)}" for k, v in sorted((record.get("packages") or {}).items()) if v]
-    if frames and fdir.exists():
-        shutil.rmtree(fdir)
+    if frames and fdir.is_dir():  # an earlier baseline's copies: replaced, nothing else in the folder touched
+        for stale in fdir.rglob("*.parquet"):
+            stale.unlink()
     for cell in record["cells"]:
         v = cell.get("verdict") or {}
         lines += ["", "[[cell]]", f"claim = {_str(cell['spec']['id'])}", f"model = {_str(cell['model'])}",
