@@ -46,11 +46,13 @@ class Synthesis:
     rows: list[Row] = field(default_factory=list)
     pooled: Pooled | None = None
     not_pooled: str = ""  # why nothing was pooled
+    basis: str = ""  # what the pooled effect is, when not simply the claim's estimate
     reading: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"claim": self.claim, "title": self.title, "metric": self.metric, "threshold": self.threshold,
                 "pooled": self.pooled.to_json() if self.pooled else None, "not_pooled": self.not_pooled or None,
+                "basis": self.basis or None,
                 "reading": self.reading, "models": [vars(r) for r in self.rows]}
 
 
@@ -113,16 +115,37 @@ def synthesise_claim(claim: str, pairs: list[tuple[dict, dict]], *, method: str 
         for r in candidates:
             if r not in usable:
                 r.note = "no interval (too few units?): not pooled" if r.se is None else "zero-width interval"
-        if len(usable) < 2:
+        unique = _counted_once(usable)
+        if len(unique) < 2 and len(usable) >= 2:
+            s.not_pooled = ("every model gives the same estimate and interval: the measurement does not depend "
+                            "on the model (toys trained by the probe, or weights the models share)")
+        elif len(unique) < 2:
             s.not_pooled = (f"{len(usable)} model{'s' if len(usable) != 1 else ''} with an interval: "
                             f"pooling needs 2")
         else:
-            s.pooled = pool([r.estimate for r in usable], [r.se for r in usable], method=method,
+            s.pooled = pool([r.estimate for r in unique], [r.se for r in unique], method=method,
                             confidence=level)
-            for r in usable:
+            for r in unique:
                 r.pooled = True
+            if spec.get("rule") == "all":
+                s.basis = "the rule's first condition (the outcome needs every condition)"
     s.reading = _reading(s, models)
     return s
+
+
+def _counted_once(rows: list[Row]) -> list[Row]:
+    """The rows whose effect (estimate and interval) no earlier row has: the same numbers twice are one
+    measurement seen twice (a truncated model shares its embeddings, a probe trains its own toys), not two."""
+    seen: dict[tuple, str] = {}
+    out = []
+    for r in rows:
+        key = (r.estimate, r.ci_low, r.ci_high)
+        if key in seen:
+            r.note = f"same estimate and interval as {seen[key]}: counted once"
+        else:
+            seen[key] = r.model
+            out.append(r)
+    return out
 
 
 def _why_not_comparable(pairs: list[tuple[dict, dict]], candidates: list[Row]) -> str:
@@ -146,6 +169,8 @@ def _why_not_comparable(pairs: list[tuple[dict, dict]], candidates: list[Row]) -
 def _reading(s: Synthesis, models: list[Row]) -> str:
     held = sum(r.outcome == "SUPPORTED" for r in models)
     words = [f"holds on {held} of {len(models)} model{'s' if len(models) != 1 else ''}"]
+    if s.basis:
+        words.append(f"pooled over {s.basis}")
     side = threshold_side(s.threshold)
     p = s.pooled
     if p is None:

@@ -76,8 +76,16 @@ def pool(effects: Sequence[float], ses: Sequence[float], *, method: str = "pm",
     alpha = 1 - confidence
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # statsmodels' convergence chatter; τ² is checked below
-        tight = {"atol": 1e-10, "maxiter": 500} if method == "pm" else {}  # statsmodels' default stops at 1e-5
-        res = combine_effects(eff, var, method_re=METHODS[method], alpha=alpha, use_t=True, **tight)
+        if method == "dl":
+            res = combine_effects(eff, var, method_re="dl", alpha=alpha, use_t=True)
+        else:  # statsmodels' Paule–Mandel loop returns τ² = 0 when a step lands a rounding error below the root,
+            for atol in (1e-10, 1e-8, 1e-6):  # so a tight tolerance can fail where a looser one converges
+                res = combine_effects(eff, var, method_re="iterated", alpha=alpha, use_t=True, atol=atol,
+                                      maxiter=500)
+                if res.tau2 > 0 or res.q <= k - 1:  # Q ≤ k − 1: the root is τ² = 0
+                    break
+            else:
+                raise ValueError("the Paule–Mandel iteration did not converge; try method='dl'")
     if res.tau2 > 0:
         mu, se, scale = float(res.mean_effect_re), float(res.sd_eff_w_re), float(res.scale_hksj_re)
     else:  # τ² = 0: the random-effects model is the fixed one (statsmodels leaves DL's τ² negative when Q < k − 1)

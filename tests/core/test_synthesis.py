@@ -77,3 +77,14 @@ def test_a_model_in_two_runs_counts_once():
 def test_threshold_labels():
     assert threshold_side("≥ 0.4") == (0.4, 1) and threshold_side("≤ 1e-4") == (1e-4, -1)
     assert threshold_side("> q0.99 of baseline (0.04)") is None and threshold_side(None) is None
+
+
+def test_the_same_effect_from_two_models_counts_once():
+    # a truncated model shares its embeddings with the full one: the direct-path effect is the same numbers
+    twins = [cell("f.c", "full", 0.26), cell("f.c", "half", 0.26), cell("f.c", "other", 1.26)]
+    (s,) = synthesise([record("r", twins)])
+    assert s.pooled.k == 2 and s.pooled.estimate == pytest.approx(0.76, abs=1e-9)  # equal SEs: the plain mean
+    assert "same estimate and interval as full: counted once" in next(r.note for r in s.rows if r.model == "half")
+    same = [cell("f.c", m, 0.72, se=0.007) for m in ("a", "b", "c")]  # a probe that trains its own toy models
+    (s,) = synthesise([record("r", same)])
+    assert s.pooled is None and "does not depend on the model" in s.not_pooled

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from bench.stats.meta import pool, se_from_ci
@@ -73,3 +74,17 @@ def test_se_from_ci_and_bad_input():
         pool([1.0], [0.1])
     with pytest.raises(ValueError):
         pool([1.0, 2.0], [0.1, 0.0])
+
+
+def test_paule_mandel_with_very_precise_effects_finds_the_root():
+    # three effects measured very precisely and far apart (as induction scores of two trained models and a
+    # truncated one): Q ≈ 86,528 on 2 df.  statsmodels' iteration at atol 1e-10 steps a rounding error below
+    # the root and returns τ² = 0; the root of the Paule–Mandel equation Σ w_i (y_i − μ)² = k − 1 is ≈ 0.26972.
+    y = np.array([0.8976552076637745, 0.9775962382555008, 0.04075511603150517])
+    se = np.array([0.005357348543374668, 0.0024342648286787096, 0.002226733113337012])
+    p = pool(y, se, method="pm")
+    assert p.tau2 == pytest.approx(0.269715154, abs=1e-6)
+    w = 1 / (se ** 2 + p.tau2)
+    mu = (w * y).sum() / w.sum()
+    assert (w * (y - mu) ** 2).sum() == pytest.approx(2.0, abs=1e-6)  # the estimating equation holds
+    assert p.estimate == pytest.approx(mu, abs=1e-9)
