@@ -21,7 +21,7 @@ def report(run_, runs_dir, out, pdf):
     from bench.core.ui import print_summary
 
     run_dir = find_run(run_, runs_dir)
-    record = load_record(run_dir)
+    record = load_record(run_dir, verify=True)
     print_summary(record, run_dir, quiet=verbosity() < 0)
     try:
         from bench.report import render
@@ -72,7 +72,7 @@ def compare(run_a, run_b, model_a, model_b, runs_dir, seed, html_out):
 
     dir_a = find_run(run_a, runs_dir)
     dir_b = find_run(run_b, runs_dir) if run_b else dir_a
-    a, b = load_record(dir_a), load_record(dir_b)
+    a, b = load_record(dir_a, verify=True), load_record(dir_b, verify=True)
     ma, mb, rows = compare_runs(a, dir_a, b, dir_b, model_a=model_a, model_b=model_b, seed=seed)
     print_compare(rows, ma, mb)
     if html_out:

@@ -135,7 +135,7 @@ def rerun(run_, specs_root, runs_dir, report_dir, no_pdf, no_report):
     from bench.core.ui import RichUI, print_diff, print_summary
 
     old_dir = find_run(run_, runs_dir)
-    old = load_record(old_dir)
+    old = load_record(old_dir, verify=True)  # a record or frame edited after its run is refused
     specs, s = again.plan(old, specs_root or _spec_paths(())[0])
     again.check_models(old, s.get("revision"))
     for line in again.package_drift(old, {p: run._version(p) for p in run.PACKAGES}):

@@ -25,13 +25,14 @@ import re
 import secrets
 import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pandas as pd
 
+from bench.core import integrity
 from bench.core.errors import StoreError, UsageError
 
 RECORD_FORMAT = 1
@@ -217,6 +218,7 @@ class RunWriter:
 
     dir: Path
     record: dict[str, Any]
+    frame_hashes: dict[str, str] = field(default_factory=dict)  # frame path in the run → sha256 of its bytes
 
     @classmethod
     def create(cls, runs_dir: Path, header: dict[str, Any]) -> "RunWriter":
@@ -241,8 +243,10 @@ class RunWriter:
     def add(self, cell: dict[str, Any], frame: pd.DataFrame | None) -> None:
         if frame is not None:
             path = self.frame_path(cell["spec"]["id"], cell["model"])
-            atomic_write_bytes(path, frame_bytes(frame))
+            data = frame_bytes(frame)
+            atomic_write_bytes(path, data)
             cell["frame"] = str(path.relative_to(self.dir))
+            self.frame_hashes[cell["frame"]] = sha256_bytes(data)
         self.record["cells"].append(cell)
         self.flush()
 
@@ -255,7 +259,15 @@ class RunWriter:
         self.flush()
 
     def flush(self) -> None:
-        atomic_write_json(self.dir / "record.json", self.record)
+        """Write the record, sealed: each frame's sha256 (hashed from the file once, for a frame that was copied
+        in rather than added) and the record's own (see :mod:`bench.core.integrity`)."""
+        for cell in self.record["cells"]:
+            rel = cell.get("frame")
+            if rel:
+                if rel not in self.frame_hashes:
+                    self.frame_hashes[rel] = sha256_file(self.dir / rel)
+                cell[integrity.FRAME_KEY] = self.frame_hashes[rel]
+        atomic_write_json(self.dir / "record.json", integrity.seal(self.record))
 
 
 def find_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
@@ -267,7 +279,9 @@ def find_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
     raise StoreError(f"no run record at '{run}' (looked for {p}/record.json and {Path(runs_dir) / str(run)}/record.json)")
 
 
-def load_record(run_dir: Path) -> dict[str, Any]:
+def load_record(run_dir: Path, verify: bool = False) -> dict[str, Any]:
+    """The run record of `run_dir`, checked for structure and, with `verify`, against the hashes written with
+    the run (a record or frame edited afterwards is a :class:`~bench.core.integrity.TamperedError`, exit 2)."""
     path = Path(run_dir) / "record.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -279,6 +293,8 @@ def load_record(run_dir: Path) -> dict[str, Any]:
     problem = _record_problem(record)
     if problem:
         raise StoreError(f"run record {path} is damaged: {problem}")
+    if verify:
+        integrity.check(record, Path(run_dir))
     return record
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from bench.core import integrity
 from bench.core.store import atomic_write_json, cache_root, now
 
 GRACE_S = 60.0  # a temporary file younger than this is never swept, whatever the locks say
@@ -81,7 +82,7 @@ def mark_interrupted(runs_dir: Path, note: Callable[[str], None] = lambda m: Non
         record["ended"] = record.get("ended") or now()
         record["repaired"] = f"marked interrupted on {now()}: its process was gone"
         try:
-            atomic_write_json(rec_path, record)
+            atomic_write_json(rec_path, integrity.seal(record))  # bench's own repair keeps the record sealed
             (rec_path.parent / ".alive.lock").unlink(missing_ok=True)
         except OSError:
             continue  # a runs dir this process may not write: leave it as it is

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.core.store import atomic_write_bytes, atomic_write_json, cache_root, find_run, key_of, load_record
 
-VOLATILE = ("run_id", "started", "ended", "command", "executor")  # what differs between identical runs
+VOLATILE = ("run_id", "started", "ended", "command", "executor", "record_sha256")  # differs between identical runs
 VOLATILE_CELL = ("timings", "cache_hit")
 
 
@@ -49,7 +49,7 @@ def render(run: str | Path, out_dir: Path, *, pdf: bool = True, reuse: bool = Fa
     a copy of that run's report, which names the earlier run's id.
     """
     run_dir = find_run(run)
-    record = load_record(run_dir)
+    record = load_record(run_dir, verify=True)
     if reuse and (paths := reused(record, out_dir, pdf=pdf)) is not None:
         return paths
     from bench.report.html import render_html
@@ -79,4 +79,11 @@ def render_compare(rows, model_a: str, model_b: str, a: dict[str, Any], b: dict[
     from bench.report.html import render_compare_html
 
     atomic_write_bytes(Path(path), render_compare_html(rows, model_a, model_b, a, b).encode("utf-8"))
+    return Path(path)
+
+
+def render_meta(records: list[dict[str, Any]], path: Path, method: str = "pm") -> Path:
+    from bench.report.html import render_meta_html
+
+    atomic_write_bytes(Path(path), render_meta_html(records, method).encode("utf-8"))
     return Path(path)

@@ -14,9 +14,11 @@ from bench.core.resources import relative_spec_path, templates_dir
 from bench.core.store import load_cell_frame
 from bench.models.controls import control_outcomes, flag
 from bench.report import charts
+from bench.report.forest import across_models
 from bench.report.references import nearest, placement_chart
 from bench.report.words import describe
 
+METHOD_NAMES = {"pm": "Paule–Mandel", "dl": "DerSimonian–Laird"}
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")
 
 
@@ -129,7 +131,9 @@ def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) 
     fingerprints = {c["model"]: (c.get("fingerprint"), c.get("model_ref")) for c in cells}
     return {
         "run": {k: v for k, v in record.items() if k != "cells"}, "models": models, "families": families,
-        "claims": list(claims.values()), "counts": counts, "n_cells": len(cells), "fingerprints": fingerprints,
+        "claims": list(claims.values()), "counts": counts,
+        "across": across_models(record, with_charts=with_charts), "meta_method": METHOD_NAMES["pm"],
+        "n_cells": len(cells), "fingerprints": fingerprints,
         "rendered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "css": (templates_dir() / "report.css").read_text(encoding="utf-8"),
     }
@@ -148,5 +152,13 @@ def render_diff_html(rows: list[dict[str, Any]], a: dict[str, Any], b: dict[str,
 def render_compare_html(rows, model_a: str, model_b: str, a: dict[str, Any], b: dict[str, Any]) -> str:
     return environment().get_template("compare.html.j2").render(
         rows=rows, model_a=model_a, model_b=model_b, a=a, b=b,
+        css=(templates_dir() / "report.css").read_text(encoding="utf-8"),
+        rendered_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def render_meta_html(records: list[dict[str, Any]], method: str = "pm") -> str:
+    return environment().get_template("meta.html.j2").render(
+        across=across_models(records, method=method), meta_method=METHOD_NAMES[method],
+        runs=[r["run_id"] for r in records],
         css=(templates_dir() / "report.css").read_text(encoding="utf-8"),
         rendered_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))

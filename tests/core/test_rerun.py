@@ -56,7 +56,14 @@ def test_rerun_refuses_a_record_without_settings_and_a_changed_model(cli, specs_
     assert r.exit_code == 2 and "changed since run" in r.output and "fingerprint" in r.output
 
     record = json.loads((run / "record.json").read_text())
-    del record["settings"]
+    edited = {**record, "seed": 99}
+    (run / "record.json").write_text(json.dumps(edited))
+    r = cli("rerun", run.name, "--no-report")
+    assert r.exit_code == 2 and "edited" in r.output  # a record changed after its run is not re-executed
+
+    del record["settings"], record["record_sha256"]  # as a record written before either existed
+    for cell in record["cells"]:
+        cell.pop("frame_sha256", None)
     (run / "record.json").write_text(json.dumps(record))
     r = cli("rerun", run.name, "--no-report")
     assert r.exit_code == 2 and "before runs kept their settings" in r.output
