@@ -85,10 +85,11 @@ def summary(frame: pd.DataFrame) -> list[str]:
     if not need <= set(wide.columns):
         return []
     lines = []
-    groups = {"function": wide["cls"].isin(FUNCTION), "content": wide["cls"].isin(CONTENT)}
+    scored = wide.dropna(subset=["context_loss"])  # E_i also covers tokens too early to have a full prefix
+    groups = {"function": scored["cls"].isin(FUNCTION), "content": scored["cls"].isin(CONTENT)}
     desc = []
     for name, m in groups.items():
-        g = wide[m]
+        g = scored[m]
         if len(g):
             desc.append(f"{name} words ({len(g)} tokens): C {g['context_loss'].mean():.3f}, C_blind "
                         f"{g['context_loss_blind'].mean():.3f}, C_layer0 {g['context_loss_layer0'].mean():.3f}, "

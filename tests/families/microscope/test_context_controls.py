@@ -243,3 +243,19 @@ def test_the_three_decoders_train_for_the_configured_steps_and_learn(loaded_tiny
     for metric in ("context_loss_blind", "context_loss_layer0"):
         held = frame[frame["metric"] == metric]["value"].mean()
         assert held < math.log(n_vocab) - 0.1, (metric, held)  # an untrained control sits at log V'
+
+
+def test_summary_counts_only_scored_tokens_by_hand():
+    """E_i rows of tokens without a C (too early for a full prefix) are not counted in the class means."""
+    index = pd.DataFrame({"sample": [0, 0, 1, 1], "position": [5, 6, 5, 6],
+                          "cls": ["determiner", "noun", "noun", "determiner"]})
+    loss = {"context_loss": np.array([1.0, 2.0, 3.0, 4.0]), "context_loss_blind": np.array([2.0, 2.0, 4.0, 6.0]),
+            "context_loss_layer0": np.array([2.0, 4.0, 3.0, 6.0])}
+    errors = pd.DataFrame({"sample": [0, 0, 1, 1, 1], "position": [5, 6, 5, 6, 2], "cls": ["determiner", "noun",
+                           "noun", "determiner", "noun"], "metric": "token_error_mean",
+                           "value": [1.0, 0.0, 3.0, 4.0, 9.0]})
+    frame = pd.concat([control_rows(index, loss, errors), errors], ignore_index=True)
+    line = summary(frame)[0]
+    # determiners: C (1 + 4)/2 = 2.5, C_layer0 − C ((2−1) + (6−4))/2 = 1.5; nouns: C 2.5, C_layer0 − C 1.0
+    assert "function words (2 tokens): C 2.500" in line and "C_layer0 − C +1.500" in line
+    assert "content words (2 tokens): C 2.500" in line and "C_layer0 − C +1.000" in line
