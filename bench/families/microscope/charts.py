@@ -108,7 +108,8 @@ def _class_layers(frame: pd.DataFrame, metric: str, y_title: str):
     return bars + err
 
 
-DECODERS = {"states": "reads the states", "blind": "state-blind", "shuffled": "another token's states"}
+DECODERS = {"states": "reads the states", "blind": "state-blind", "layer0": "layer 0 only",
+            "shuffled": "another token's states"}
 
 
 def _training_curves(frame: pd.DataFrame):
@@ -119,7 +120,7 @@ def _training_curves(frame: pd.DataFrame):
     data = pd.DataFrame({"step": rows["sample"].astype(int).to_numpy(), "value": rows["value"].to_numpy(),
                          "series": rows["condition"].map(DECODERS).fillna(rows["condition"]).to_numpy()})
     held = {DECODERS["states"]: "context_loss", DECODERS["blind"]: "context_loss_blind",
-            DECODERS["shuffled"]: "context_loss_shuffled"}
+            DECODERS["layer0"]: "context_loss_layer0", DECODERS["shuffled"]: "context_loss_shuffled"}
     means = pd.DataFrame([{"series": k, "value": float(_rows(frame, (m,))["value"].mean())} for k, m in held.items()])
     means = means[np.isfinite(means["value"])]
     color = alt.Color("series:N", title=None, sort=list(held))
@@ -131,15 +132,20 @@ def _training_curves(frame: pd.DataFrame):
 
 @chart_def("contextualization")
 def contextualization_chart(frame: pd.DataFrame):
-    bars = _class_layers(frame, "context_loss", "C (nats per prefix token)")
-    curves = _training_curves(frame)
-    if bars is None or curves is None:
-        return None if bars is None and curves is None else _style(bars if curves is None else curves,
-                                                                    "Prefix reconstruction")
-    half = WIDTH // 2 + 40
-    both = alt.hconcat(bars.properties(width=half, height=HEIGHT, title="C per word class (mean ± 95%)"),
-                       curves.properties(width=half, height=HEIGHT, title="Decoder training and the controls"))
-    return (both.resolve_scale(color="independent")
+    """Raw C per word class (the paper's Fig. 4 quantity), what the contextual states add beyond layer 0 per
+    class (the class claim's estimand), and the decoders' training curves with their held-out losses."""
+    panels = [(_class_layers(frame, "context_loss", "C (nats per prefix token)"), "C per word class (mean ± 95%)"),
+              (_class_layers(frame, "context_added_pos_centred", "C_layer0 − C, centred per position"),
+               "Context added beyond layer 0 (decided)"),
+              (_training_curves(frame), "Decoder training and the controls")]
+    panels = [(c, t) for c, t in panels if c is not None]
+    if not panels:
+        return None
+    if len(panels) == 1:
+        return _style(panels[0][0], "Prefix reconstruction")
+    width = WIDTH // len(panels) + 20
+    row = alt.hconcat(*[c.properties(width=width, height=HEIGHT, title=t) for c, t in panels])
+    return (row.resolve_scale(color="independent")
             .configure(font=FONT).configure_title(font=FONT, fontSize=13, anchor="start")
             .configure_axis(labelFont=FONT, titleFont=FONT).configure_legend(labelFont=FONT, titleFont=FONT))
 

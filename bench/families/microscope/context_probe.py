@@ -6,11 +6,12 @@ Texts: the first `n_eval` texts of the shared pass are scored; texts `n_texts` �
 same corpus train the decoders, so no scored text is seen in training.  Only tokens with `prefix` non-special
 tokens before them are examples (see :mod:`bench.families.microscope.contextual`).
 
-Frame: per scored token ``context_loss`` (trained decoder), ``context_loss_blind`` (state-blind decoder) and
-``context_loss_shuffled`` (trained decoder, another token's states); per scored text ``decoder_gain_vs_blind``
-and ``decoder_gain_vs_shuffled`` (control loss − trained loss, means over the text's tokens); ``train_loss``
-per optimiser step (the step in `sample`, the decoder in `condition`: ``states`` or ``blind``); and
-``token_error_mean`` (E_i) of the scored texts.
+Three decoders are trained the same way (same seed, steps and batches) on the same tokens: ``states`` reads every
+layer's states, ``blind`` reads zeros (the prior over prefixes), ``layer0`` reads layer 0 alone (the token's
+embedding: the prior plus what the token's identity predicts about its neighbours).  The frame holds their
+held-out losses per scored token, the trained decoder's loss on another token's states, the derived per-token
+and per-text metrics of :mod:`bench.families.microscope.context_metrics`, ``train_loss`` per optimiser step
+(the step in `sample`, the decoder in `condition`) and ``token_error_mean`` (E_i) of the scored texts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from bench.core.errors import BenchError, ModelError
 from bench.core.registry import probe_def
 from bench.corpora.tagged import SPECIAL
+from bench.families.microscope.context_metrics import control_rows, summary
 from bench.families.microscope.contextual import DecoderConfig, Pool, fit, other_text
 from bench.families.microscope.layerpass import (
     Item,
@@ -37,8 +39,10 @@ from bench.families.microscope.layerpass import (
 from bench.families.microscope.schemas import TokenLayerMetrics
 from bench.models.decoding import pad_id
 
-METRICS = ("context_loss", "context_loss_blind", "context_loss_shuffled", "token_error_mean",
-           "decoder_gain_vs_blind", "decoder_gain_vs_shuffled", "train_loss")
+METRICS = ("context_loss", "context_loss_blind", "context_loss_layer0", "context_loss_shuffled", "token_error_mean",
+           "decoder_gain_vs_blind", "decoder_gain_vs_shuffled", "decoder_gain_vs_layer0", "context_added_pos_centred",
+           "context_loss_pos_centred", "context_loss_blind_pos_centred", "context_loss_layer0_pos_centred",
+           "token_error_pos_centred", "train_loss")
 
 
 def full_prefix_examples(item: Item, k: int) -> list[tuple[int, tuple[int, ...]]]:
@@ -81,17 +85,29 @@ def start_id(tokenizer, items: list[Item]) -> int:
     raise BenchError("the tokenizer has no BOS or EOS token to start the prefix decoder from")
 
 
-def control_rows(index: pd.DataFrame, loss: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Per-token rows of the three losses (aligned with `index`) and, per text, the gains over each control:
-    mean control loss − mean trained loss over the text's tokens (the gates' unit is the text)."""
-    frame = pd.concat([index.assign(metric=m, value=np.asarray(v, float)) for m, v in loss.items()],
-                      ignore_index=True)
-    per_text = pd.DataFrame({m: index.assign(v=np.asarray(v, float)).groupby("sample")["v"].mean()
-                             for m, v in loss.items()})
-    gains = [pd.DataFrame({"sample": per_text.index, "metric": f"decoder_gain_vs_{c}",
-                           "value": (per_text[f"context_loss_{c}"] - per_text["context_loss"]).to_numpy()})
-             for c in ("blind", "shuffled")]
-    return pd.concat([frame, *gains], ignore_index=True)
+def layer0(pool: Pool) -> Pool:
+    """The same examples with layer 0 (the embedding output, the block stack's input) as their only state."""
+    return Pool(pool.states[:, :1], pool.prefixes)
+
+
+def fit_decoders(model, train: Pool, cfg: DecoderConfig, *, progress=lambda f, m="": None, **kw) -> dict:
+    """The trained decoder and its two trained controls, each for `cfg.steps` steps from the same seed:
+    {"states": all layers, "blind": zeros instead of states, "layer0": layer 0 alone}."""
+    runs = {"states": dict(pool=train), "blind": dict(pool=train, blind=True), "layer0": dict(pool=layer0(train))}
+    out = {}
+    for k, (name, run) in enumerate(runs.items()):
+        out[name] = fit(model, run["pool"], cfg, **kw, blind=run.get("blind", False),
+                        progress=lambda f, m="", k=k: progress((k + f) / len(runs), m))
+    return out
+
+
+def heldout_losses(fits: dict, test: Pool, index: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per scored example (aligned with `index`): the loss of each decoder of :func:`fit_decoders` on what it was
+    trained to read, and of the trained decoder on another text's token at the nearest position (shuffled)."""
+    swap = other_text(index["sample"].to_numpy(), index["position"].to_numpy())
+    return {"context_loss": fits["states"].loss(test), "context_loss_blind": fits["blind"].loss(test),
+            "context_loss_layer0": fits["layer0"].loss(layer0(test)),
+            "context_loss_shuffled": fits["states"].loss(Pool(test.states[swap], test.prefixes))}
 
 
 def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_train, cfg: DecoderConfig,
@@ -117,39 +133,40 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
     start = start_id(model.tokenizer, items)
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator(stream=11)))
     kw = dict(vocab=vocab, start_id=start, seed=seed)
-    trained = fit(model, train, cfg, **kw, progress=lambda f, m="": ctx.progress(0.05 + 0.45 * f, m))
-    blind = fit(model, train, cfg, **kw, blind=True, progress=lambda f, m="": ctx.progress(0.5 + 0.45 * f, m))
+    fits = fit_decoders(model, train, cfg, **kw, progress=lambda f, m="": ctx.progress(0.05 + 0.9 * f, m))
+    trained, blind, first = fits["states"], fits["blind"], fits["layer0"]
     ctx.progress(0.95, "prefix decoder: held-out losses")
-    swap = other_text(index["sample"].to_numpy(), index["position"].to_numpy())
-    loss = {"context_loss": trained.loss(test), "context_loss_blind": blind.loss(test),
-            "context_loss_shuffled": trained.loss(Pool(test.states[swap], test.prefixes))}
-    frame = control_rows(index, loss)
+    loss = heldout_losses(fits, test, index)
+    frame = control_rows(index, loss, err)
     extra = [pd.DataFrame({"sample": np.arange(len(f.train_loss)), "metric": "train_loss", "value": f.train_loss,
-                            "condition": cond}) for f, cond in ((trained, "states"), (blind, "blind"))]
+                            "condition": cond}) for cond, f in fits.items()]
     frame = pd.concat([frame, err[["sample", "position", "cls", "metric", "value"]], *extra], ignore_index=True)
     frame["subject"] = subject
     w = trained.encoder.weights()
     top = int(np.argmax(w))
     n_v = len(torch.unique(vocab))
     if cfg.reader == "readout":
-        how = (f"decoder: per-offset readouts ({cfg.prefix} vectors in the residual space, read through the frozen "
-               f"unembedding) from an MLP of width {cfg.hidden or model.arch.d_model}, dropout {cfg.dropout:g}, "
-               f"weight decay {cfg.weight_decay:g}")
+        how = (f"decoder: a probing approximation of C_i, not the paper's decoder — per-offset readouts "
+               f"({cfg.prefix} vectors in the residual space, read through the frozen unembedding) from an MLP of "
+               f"width {cfg.hidden or model.arch.d_model}, dropout {cfg.dropout:g}, weight decay "
+               f"{cfg.weight_decay:g}")
     else:
-        how = (f"decoder: {cfg.decoder_layers or 'all'} of {model.arch.n_layers} blocks of a copy of the model with "
-               f"LoRA r = {cfg.lora_rank} (α = {cfg.lora_alpha:g}, lr {cfg.lr_lora:g}) on every projection; MLP width "
-               f"{cfg.hidden or model.arch.d_model}")
-    notes = [f"{how}; {cfg.steps} steps × {cfg.batch} examples, lr {cfg.lr:g} (encoder), warm-up {cfg.warmup:.0%} "
-             f"then cosine; prefix of {cfg.prefix} tokens; softmax over {n_v} token ids ({cfg.vocab}); {len(train)} "
-             f"training tokens of {len(train_items)} texts; trained in {trained.seconds:.0f} s, blind control in "
-             f"{blind.seconds:.0f} s",
+        how = (f"decoder: the paper's — {cfg.decoder_layers or 'all'} of {model.arch.n_layers} blocks of a copy of "
+               f"the model with LoRA r = {cfg.lora_rank} (α = {cfg.lora_alpha:g}, lr {cfg.lr_lora:g}) on every "
+               f"projection; MLP width {cfg.hidden or model.arch.d_model}")
+    curve = "; ".join(f"{c} {f.train_loss[:5].mean():.2f} → {f.train_loss[-5:].mean():.2f}" for c, f in fits.items())
+    notes = [f"{how}; {cfg.steps} steps × {cfg.batch} examples for each of the three decoders, lr {cfg.lr:g} "
+             f"(encoder), warm-up {cfg.warmup:.0%} then cosine; prefix of {cfg.prefix} tokens; softmax over {n_v} "
+             f"token ids ({cfg.vocab}); {len(train)} training tokens of {len(train_items)} texts; trained in "
+             f"{trained.seconds:.0f} s, state-blind control in {blind.seconds:.0f} s, layer-0 control in "
+             f"{first.seconds:.0f} s",
              f"held-out loss per prefix token on {len(test)} tokens of {index['sample'].nunique()} texts: trained "
-             f"{loss['context_loss'].mean():.3f}, state-blind {loss['context_loss_blind'].mean():.3f}, trained "
-             f"with another token's states {loss['context_loss_shuffled'].mean():.3f}; training loss "
-             f"{trained.train_loss[:5].mean():.2f} → {trained.train_loss[-5:].mean():.2f} (blind "
-             f"{blind.train_loss[:5].mean():.2f} → {blind.train_loss[-5:].mean():.2f}); pooling weight peaks at "
-             f"layer {top} ({w[top]:.2f})"]
-    del trained, blind
+             f"{loss['context_loss'].mean():.3f}, state-blind {loss['context_loss_blind'].mean():.3f}, layer 0 only "
+             f"{loss['context_loss_layer0'].mean():.3f}, trained with another token's states "
+             f"{loss['context_loss_shuffled'].mean():.3f}; training loss (first 5 → last 5 steps) {curve}; pooling "
+             f"weight peaks at layer {top} ({w[top]:.2f})",
+             *summary(frame)]
+    del trained, blind, first, fits
     return frame, notes
 
 
@@ -172,9 +189,10 @@ def _measure(ctx, model, p: ContextParams, subject: str | None = None):
                    micro_batch=s.micro_batch, n_eval=p.n_eval, n_train=p.n_train, cfg=p.decoder, subject=subject)
 
 
-@probe_def("contextualization", version=4, schema=TokenLayerMetrics, metrics=METRICS)
+@probe_def("contextualization", version=5, schema=TokenLayerMetrics, metrics=METRICS)
 def contextualization(ctx, p: ContextParams) -> pd.DataFrame:
-    """Prefix-reconstruction loss C_i per token (with state-blind and shuffled controls) and E_i per token."""
+    """Prefix-reconstruction loss C_i per token (with state-blind, layer-0 and shuffled controls), E_i per token,
+    and both centred per position."""
     frame, notes = _measure(ctx, ctx.model, p)
     return finish(frame, notes)
 
@@ -184,7 +202,7 @@ def _counterpart(params, model: str) -> list[str]:
     return [b if model == i else i for b, i in (params.get("instruct_of") or {}).items() if model in (b, i)][:1]
 
 
-@probe_def("context_pair", version=5, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
+@probe_def("context_pair", version=6, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
 def context_pair(ctx, p: PairParams) -> pd.DataFrame:
     """C_i and E_i of a base model (subject "base") and of its instruction-tuned variant ("instruct").
 

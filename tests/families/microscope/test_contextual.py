@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from bench import stats
-from bench.families.microscope.context_probe import control_rows, full_prefix_examples, start_id
+from bench.families.microscope.context_metrics import control_rows
+from bench.families.microscope.context_probe import full_prefix_examples, start_id
 from bench.families.microscope.contextual import (
     Decoder,
     DecoderConfig,
@@ -292,12 +293,14 @@ def test_chart_shows_the_training_curves_beside_the_classes():
     from bench.report.charts import chart_for
 
     rows = [(s, p, cls, m, 1.0 + 0.1 * p) for s in range(3) for p, cls in enumerate(["noun", "determiner"] * 3)
-            for m in ("context_loss", "context_loss_blind", "context_loss_shuffled")]
+            for m in ("context_loss", "context_loss_blind", "context_loss_layer0", "context_loss_shuffled",
+                      "context_added_pos_centred")]
     frame = pd.DataFrame(rows, columns=["sample", "position", "cls", "metric", "value"])
-    curves = pd.DataFrame([(k, None, None, "train_loss", 3.0 - 0.01 * k, c) for c in ("states", "blind")
+    curves = pd.DataFrame([(k, None, None, "train_loss", 3.0 - 0.01 * k, c) for c in ("states", "blind", "layer0")
                            for k in range(50)], columns=["sample", "position", "cls", "metric", "value", "condition"])
     svg = vl_convert.vegalite_to_svg(chart_for("contextualization")(pd.concat([frame, curves])).to_json())
     assert "state-blind" in svg and "optimiser step" in svg and "determiner" in svg
+    assert "layer 0 only" in svg and "Context added beyond layer 0" in svg
 
 
 def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):

@@ -42,14 +42,15 @@ def test_family_on_the_real_model(smollm, tmp_path):
     assert lens[lens["metric"] == "model_loss"]["value"].mean() < 8  # a real model, not noise
     ctxf = _run(smollm, tmp_path, "contextualization", **data, n_eval=2, n_train=2, steps=2, batch=4, prefix=4,
                 decoder_layers=1)
-    assert {"context_loss", "context_loss_blind", "token_error_mean", "decoder_gain_vs_blind",
-            "decoder_gain_vs_shuffled"} <= set(ctxf["metric"])
-    assert set(ctxf[ctxf["metric"] == "train_loss"]["condition"]) == {"states", "blind"}
+    assert {"context_loss", "context_loss_blind", "context_loss_layer0", "token_error_mean", "decoder_gain_vs_blind",
+            "decoder_gain_vs_shuffled", "decoder_gain_vs_layer0", "context_added_pos_centred"} <= set(ctxf["metric"])
+    assert set(ctxf[ctxf["metric"] == "train_loss"]["condition"]) == {"states", "blind", "layer0"}
     ro = _run(smollm, tmp_path, "contextualization", **data, n_eval=2, n_train=2, steps=2, batch=4, prefix=4,
               reader="readout", hidden=16)
     first = ro[(ro["metric"] == "train_loss")].groupby("condition")["value"].first()
     # the readouts start at zero: both decoders' first loss is the uniform one over the restricted vocabulary
     assert first["states"] == pytest.approx(first["blind"], abs=1e-5)
+    assert first["layer0"] == pytest.approx(first["blind"], abs=1e-5)
     qa = _run(smollm, tmp_path, "token_removal", n_questions=4, max_new_tokens=3)
     assert set(qa["condition"].dropna()) == {"original", "no_stopwords", "no_punctuation", "no_articles"}
     pair = _run(smollm, tmp_path, "context_pair", **data)

@@ -1,0 +1,261 @@
+"""The layer-0 control, the position adjustment and the wiring of the three decoders, with known answers.
+
+Planted tasks: token ids drawn uniformly (so the prior over prefixes cannot help), 8 texts × 16 positions,
+determiners and nouns alternating.  Only the determiners' states say anything about their prefix; *where* they
+say it decides whether that counts as stored context:
+
+* in layer 0 (the token's embedding, i.e. its identity determines its prefix) — a decoder fed layer 0 alone does
+  as well as the one fed every layer, so nothing is stored beyond identity: the claim must not be SUPPORTED,
+  although raw C is far lower for determiners (the old decision called that SUPPORTED);
+* in layers 1 … K only (layer 0 holds an unrelated identity) — the contextual states add the prefix: SUPPORTED.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench import stats
+from bench.families.microscope.context_metrics import centred_by_position, control_rows, summary
+from bench.families.microscope.context_probe import fit_decoders, heldout_losses, layer0
+from bench.families.microscope.contextual import DecoderConfig, Pool
+from bench.models import arch as arch_mod
+from tests.conftest import build_tiny
+
+K, V0, FIRST, D = 2, 12, 5, 32
+TEXTS, POSITIONS = 8, 16
+CFG = DecoderConfig(prefix=K, hidden=32, reader="readout", steps=150, batch=32, lr=1e-2, dropout=0.1,
+                    weight_decay=0.01)
+VOCAB = torch.arange(FIRST, FIRST + V0)
+GATES = [{"rule": "threshold", "metric": f"decoder_gain_vs_{c}", "min": 0.0} for c in ("blind", "shuffled", "layer0")]
+CLAIM = {"rule": "group_comparison", "metric": "context_added_pos_centred", "a": ["determiner"], "b": ["noun"],
+         "side": "greater", "delta": 0.1}
+OLD_CLAIM = {"rule": "group_comparison", "metric": "context_loss", "a": ["determiner"], "b": ["noun"],
+             "side": "less", "delta": -0.1}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These tensors are tiny: one thread is all they need, and a second one only waits on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    """A tiny LM whose unit-scale tied embeddings let a readout through its head be confident."""
+    hf = build_tiny("llama", initializer_range=0.2)
+    with torch.no_grad():
+        hf.get_input_embeddings().weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(0))
+    return types.SimpleNamespace(hf=hf, arch=arch_mod.inspect(hf), device=torch.device("cpu"))
+
+
+def _rule(frame: pd.DataFrame, spec: dict) -> stats.Verdict:
+    """A spec table (with its `rule` key) evaluated on `frame`, as the run evaluates it."""
+    return stats.evaluate(frame, spec["rule"], {k: v for k, v in spec.items() if k != "rule"})
+
+
+def _planted(n: int, seed: int, where: str) -> Pool:
+    """Examples in the order of :func:`_index`; determiners (:func:`_is_det`), whose prefix is planted in layer 0
+    (`where = "layer0"`) or in layers 1 … K (`where = "context"`); nouns' states hold nothing about theirs."""
+    g = torch.Generator().manual_seed(seed)
+    prefixes = torch.randint(FIRST, FIRST + V0, (n, K), generator=g)
+    codes = torch.randn(K, V0, D, generator=torch.Generator().manual_seed(99))
+    own = torch.randn(n, D, generator=g)  # the token's own identity, unrelated to its prefix
+    det = torch.from_numpy(_is_det(n))[:, None]
+    prefix_code = sum(codes[j][prefixes[:, K - 1 - j] - FIRST] for j in range(K))  # (n, D)
+    layers = []
+    if where == "layer0":  # identity determines the prefix; later layers add only noise
+        layers.append(torch.where(det, prefix_code, own))
+        layers += [layers[0] + 0.5 * torch.randn(n, D, generator=g) for _ in range(K)]
+    else:  # layer 0 is an unrelated identity; layer j + 1 holds the token j + 1 steps back
+        layers.append(own)
+        layers += [torch.where(det, codes[j][prefixes[:, K - 1 - j] - FIRST], torch.randn(n, D, generator=g))
+                   for j in range(K)]
+    states = torch.stack(layers, dim=1) + 0.05 * torch.randn(n, K + 1, D, generator=g)
+    states[..., 0] += 100.0  # an outlier coordinate, as real residual streams have
+    return Pool(states, prefixes)
+
+
+def _is_det(n: int) -> np.ndarray:
+    """Row r is token r % POSITIONS of text r // POSITIONS; determiners and nouns alternate, and every position
+    holds both classes across texts (so centring per position leaves the class difference alone)."""
+    r = np.arange(n)
+    return (r // POSITIONS + r % POSITIONS) % 2 == 0
+
+
+def _index(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"sample": np.arange(n) // POSITIONS, "position": np.arange(n) % POSITIONS,
+                         "cls": np.where(_is_det(n), "determiner", "noun")})
+
+
+def _frame(lm, where: str) -> pd.DataFrame:
+    train, test = _planted(768, 0, where), _planted(TEXTS * POSITIONS, 1, where)
+    fits = fit_decoders(lm, train, CFG, vocab=VOCAB, start_id=0, seed=0)
+    index = _index(len(test))
+    return control_rows(index, heldout_losses(fits, test, index))
+
+
+def test_context_held_by_the_tokens_identity_is_not_stored_context(lm):
+    frame = _frame(lm, "layer0")
+    det = frame[(frame["metric"] == "context_loss") & (frame["cls"] == "determiner")]["value"].mean()
+    noun = frame[(frame["metric"] == "context_loss") & (frame["cls"] == "noun")]["value"].mean()
+    assert det < noun - 1.0  # raw C: the determiners' states do give their prefix away ...
+    old = stats.evaluate(frame, "gated", {"of": [*GATES[:2], OLD_CLAIM]})
+    assert old.outcome is stats.Outcome.SUPPORTED  # ... which the raw-C decision took for stored context
+    gate = _rule(frame, GATES[2])
+    assert gate.outcome is not stats.Outcome.SUPPORTED and gate.estimate < 0.15, gate.reason
+    v = stats.evaluate(frame, "gated", {"of": [*GATES, CLAIM]})
+    assert v.outcome is stats.Outcome.INCONCLUSIVE and "decoder_gain_vs_layer0" in v.reason
+    added = _rule(frame, CLAIM)
+    assert added.outcome is not stats.Outcome.SUPPORTED and abs(added.estimate) < 0.3, added.reason
+
+
+def test_context_in_the_contextual_layers_is_stored_context(lm):
+    frame = _frame(lm, "context")
+    gate = _rule(frame, GATES[2])
+    assert gate.outcome is stats.Outcome.SUPPORTED and gate.estimate > 0.5, gate.reason
+    v = stats.evaluate(frame, "gated", {"of": [*GATES, CLAIM]})
+    assert v.outcome is stats.Outcome.SUPPORTED and v.estimate > 0.5, v.reason
+    det = frame[(frame["metric"] == "context_added_pos_centred") & (frame["cls"] == "determiner")]["value"]
+    assert det.mean() > 0.5 * math.log(V0)  # about log V0 nats per prefix token for the determiners
+
+
+def test_layer0_keeps_only_the_embedding_layer():
+    pool = Pool(torch.arange(2 * 3 * 4, dtype=torch.float).view(2, 3, 4), torch.zeros(2, 1, dtype=torch.long))
+    assert torch.equal(layer0(pool).states, pool.states[:, :1]) and layer0(pool).states.shape == (2, 1, 4)
+
+
+def test_centring_by_position_by_hand():
+    pos = np.array([3, 3, 4, 4, 4, 5])
+    got = centred_by_position(pos, np.array([1.0, 3.0, 0.0, 3.0, 6.0, 7.0]))
+    assert np.allclose(got, [-1.0, 1.0, -3.0, 0.0, 3.0, 0.0])
+
+
+def test_control_rows_by_hand():
+    index = pd.DataFrame({"sample": [0, 0, 1, 1], "position": [5, 6, 5, 6], "cls": ["noun"] * 4})
+    loss = {"context_loss": np.array([1.0, 2.0, 3.0, 6.0]), "context_loss_blind": np.array([2.0, 2.0, 4.0, 6.0]),
+            "context_loss_layer0": np.array([2.0, 4.0, 3.0, 6.0]),
+            "context_loss_shuffled": np.array([1.0, 2.0, 3.0, 6.0])}
+    errors = pd.DataFrame({"sample": [0, 0, 1, 1, 1], "position": [5, 6, 5, 6, 2], "value": [1.0, 0.0, 3.0, 4.0, 9.0]})
+    f = control_rows(index, loss, errors)
+
+    def get(metric):
+        return f[f["metric"] == metric].sort_values(["sample", "position"])["value"].to_numpy()
+
+    assert np.allclose(get("decoder_gain_vs_layer0"), [1.5, 0.0])  # (2+4)/2 − (1+2)/2; (3+6)/2 − (3+6)/2
+    assert np.allclose(get("decoder_gain_vs_blind"), [0.5, 0.5])
+    assert np.allclose(get("decoder_gain_vs_shuffled"), [0.0, 0.0])
+    # C_layer0 − C = [1, 2, 0, 0]; position 5: mean ½, position 6: mean 1
+    assert np.allclose(get("context_added_pos_centred"), [0.5, 1.0, -0.5, -1.0])
+    assert np.allclose(get("context_loss_pos_centred"), [-1.0, -2.0, 1.0, 2.0])
+    assert np.allclose(get("token_error_pos_centred"), [-1.0, -2.0, 1.0, 2.0])  # position 2 has no C: left out
+
+
+def _trend_frame(shared: float, seed: int = 0) -> pd.DataFrame:
+    """C and E both rising with position, plus a token-level component they share with weight `shared`."""
+    rng = np.random.default_rng(seed)
+    n_texts, n_pos = 30, 20
+    index = pd.DataFrame({"sample": np.repeat(np.arange(n_texts), n_pos),
+                          "position": np.tile(np.arange(6, 6 + n_pos), n_texts), "cls": "noun"})
+    pos = index["position"].to_numpy(float)
+    common = rng.normal(size=len(index))
+    c = 0.2 * pos + rng.normal(size=len(index)) + shared * common
+    e = 0.2 * pos + rng.normal(size=len(index)) + shared * common
+    layer0_loss = c + 1.0 + rng.normal(size=len(index))
+    loss = {"context_loss": c, "context_loss_blind": c + 2.0, "context_loss_layer0": layer0_loss,
+            "context_loss_shuffled": c + 2.0}
+    errors = index.assign(metric="token_error_mean", value=e)
+    frame = pd.concat([control_rows(index, loss, errors), errors], ignore_index=True)
+    return frame
+
+
+RAW = {"rule": "correlation", "x": {"metric": "context_loss"}, "y": {"metric": "token_error_mean"}}
+ADJUSTED = {"rule": "correlation", "x": {"metric": "context_loss_pos_centred"},
+            "y": {"metric": "token_error_pos_centred"}, "given": {"metric": "context_loss_layer0_pos_centred"}}
+
+
+def test_a_shared_trend_with_position_is_not_a_correlation_between_tokens():
+    frame = _trend_frame(shared=0.0)
+    raw = _rule(frame, RAW)
+    assert raw.outcome is stats.Outcome.SUPPORTED and raw.estimate > 0.4  # the paper's plain r sees the trend
+    adj = _rule(frame, ADJUSTED)
+    assert adj.outcome is not stats.Outcome.SUPPORTED and abs(adj.estimate) < 0.1, adj.reason
+    assert "pos_centred" in adj.metric  # the verdict names C and E as centred per position
+    line = summary(frame)[-1]
+    assert "plain Pearson r(C, E)" in line and "Table 2" in line
+
+
+def test_a_token_level_correlation_survives_the_position_adjustment():
+    frame = _trend_frame(shared=1.0)
+    adj = _rule(frame, ADJUSTED)
+    # population value: r(x, y) = ½, r(x, z) = 2/√6, r(y, z) = 1/√6 → partial r = (½ − ⅓) / √(⅓ · ⅚) ≈ 0.316
+    assert adj.outcome is stats.Outcome.SUPPORTED and 0.2 < adj.estimate < 0.45, adj.reason
+
+
+def test_a_class_gap_made_by_position_is_not_a_class_gap():
+    """Determiners sit late, nouns early, and what the states add grows with position alone: raw values show a
+    class gap, the position-centred ones none."""
+    rng = np.random.default_rng(0)
+    n_texts = 20
+    pos = np.tile(np.arange(6, 26), n_texts)
+    index = pd.DataFrame({"sample": np.repeat(np.arange(n_texts), 20), "position": pos,
+                          "cls": np.where(pos >= 16, "determiner", np.where(pos >= 12, "noun", "verb"))})
+    c = 5.0 - 0.1 * pos + 0.3 * rng.normal(size=len(pos))
+    loss = {"context_loss": c, "context_loss_blind": c + 1.0, "context_loss_layer0": np.full(len(pos), 5.0),
+            "context_loss_shuffled": c + 1.0}
+    frame = control_rows(index, loss)
+    raw = _rule(frame, {**OLD_CLAIM, "b": ["noun", "verb"]})
+    assert raw.outcome is stats.Outcome.SUPPORTED
+    v = _rule(frame, {**CLAIM, "b": ["noun", "verb"]})
+    assert v.outcome is not stats.Outcome.SUPPORTED, v.reason
+
+
+def test_the_three_decoders_train_for_the_configured_steps_and_learn(loaded_tiny, tmp_path):
+    """Wiring of the probe on a tiny model: each decoder's curve has `steps` entries, starts at the uniform loss
+    over the restricted vocabulary (the readouts' last layer starts at zero) and falls; the state-blind and
+    layer-0 controls end below the uniform guess on the held-out tokens.  A control trained for fewer steps than
+    the trained decoder (a gate between a trained and an untrained decoder) fails here."""
+    from bench.core import registry
+    from bench.core.context import ProbeContext
+    from bench.core.store import Cache
+
+    steps = 60
+    info = registry.probe("contextualization")
+    ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "frames"))
+    frame = info.call(ctx, corpus="brown:all", n_texts=6, max_tokens=24, n_eval=3, n_train=12, prefix=2,
+                      reader="readout", hidden=16, steps=steps, batch=16, lr=0.1, warmup=0.05)
+    curves = frame[frame["metric"] == "train_loss"]
+    assert set(curves["condition"]) == {"states", "blind", "layer0"}
+    n_vocab = int(frame.attrs["notes"][0].split("softmax over ")[1].split()[0])
+    for cond, c in curves.groupby("condition"):
+        v = c.sort_values("sample")["value"].to_numpy()
+        assert list(c.sort_values("sample")["sample"]) == list(range(steps)), cond
+        assert v[0] == pytest.approx(math.log(n_vocab), abs=1e-3), cond
+        assert v[-5:].mean() < v[0] - 0.3, (cond, v[0], v[-5:].mean())
+    for metric in ("context_loss_blind", "context_loss_layer0"):
+        held = frame[frame["metric"] == metric]["value"].mean()
+        assert held < math.log(n_vocab) - 0.1, (metric, held)  # an untrained control sits at log V'
+
+
+def test_summary_counts_only_scored_tokens_by_hand():
+    """E_i rows of tokens without a C (too early for a full prefix) are not counted in the class means."""
+    index = pd.DataFrame({"sample": [0, 0, 1, 1], "position": [5, 6, 5, 6],
+                          "cls": ["determiner", "noun", "noun", "determiner"]})
+    loss = {"context_loss": np.array([1.0, 2.0, 3.0, 4.0]), "context_loss_blind": np.array([2.0, 2.0, 4.0, 6.0]),
+            "context_loss_layer0": np.array([2.0, 4.0, 3.0, 6.0])}
+    errors = pd.DataFrame({"sample": [0, 0, 1, 1, 1], "position": [5, 6, 5, 6, 2], "cls": ["determiner", "noun",
+                           "noun", "determiner", "noun"], "metric": "token_error_mean",
+                           "value": [1.0, 0.0, 3.0, 4.0, 9.0]})
+    frame = pd.concat([control_rows(index, loss, errors), errors], ignore_index=True)
+    line = summary(frame)[0]
+    # determiners: C (1 + 4)/2 = 2.5, C_layer0 − C ((2−1) + (6−4))/2 = 1.5; nouns: C 2.5, C_layer0 − C 1.0
+    assert "function words (2 tokens): C 2.500" in line and "C_layer0 − C +1.500" in line
+    assert "content words (2 tokens): C 2.500" in line and "C_layer0 − C +1.000" in line
