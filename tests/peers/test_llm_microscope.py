@@ -125,11 +125,14 @@ def test_logit_lens_matches_llm_microscope(tiny_model_dir, one_thread):
 @pytest.mark.embedded
 def test_kernels_match_llm_microscope_on_real_hidden_states(smollm, one_thread):
     """SmolLM2's token states as the intrinsic_dimension probe collects them: a middle layer and the next (for
-    linearity), and the last; duplicates at layer 0 are the subject of the test above."""
+    linearity), and the last; duplicates at layer 0 are the subject of the test above.  1,200 tokens, more than
+    the hidden size (576): with fewer, the centred states are rank-deficient and the two linearity fits part
+    (bench fits them exactly, 1.0; the package's pseudo-inverse gave 0.99995 on 500 tokens)."""
     from bench.families.microscope.layerpass import collect_states, prepare_items
 
-    items = prepare_items(smollm.tokenizer, "brown:all", 24, 32)
-    states, _ = collect_states(smollm, items, 500, 8)  # (layers + 1, n, d)
+    items = prepare_items(smollm.tokenizer, "brown:all", 64, 32)
+    states, _ = collect_states(smollm, items, 1200, 8)  # (layers + 1, n, d)
+    assert states.shape[1] == 1200
     mid = states.shape[0] // 2
     clouds = {f"layer{l}": states[l].to(torch.float64).numpy() for l in (mid, mid + 1, states.shape[0] - 1)}
     assert all(len(np.unique(x, axis=0)) == len(x) for x in clouds.values())
