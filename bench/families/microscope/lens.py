@@ -9,8 +9,8 @@ model's final logit soft-capping where it has one (Gemma 2).  At l = L this is t
 every text checks (``lens_final_gap``).  ``lens_top1`` says whether the lens's top token is the next token.
 
 ``lens_loss_code`` — what the authors' code computes (``logit_lens`` of the ``llm-microscope`` package 0.0.7):
-each of transformers' ``hidden_states`` goes straight into the LM head, with no final norm, no projection and no
-soft-capping, and the score is the negative log-probability of the lens's own top-1 token (its confidence),
+each of transformers' ``hidden_states`` goes straight into the LM head, with no final norm and no soft-capping
+(OPT's projection is kept where the head is narrower than the stream: the code itself cannot read those), and the score is the negative log-probability of the lens's own top-1 token (its confidence),
 whichever token comes next:
 
     code_l(i) = −log max_w softmax(LMhead(h_i^l))[w]
@@ -34,11 +34,13 @@ CHUNK_FLOATS = 16_000_000  # logits held at once per chunk of tokens
 
 
 def head_logits(model, *, norm: bool = True, softcap: bool = True):
-    """h (n, d) → logits (n, V) float32, through the model's final norm and projection (unless `norm` is False:
-    the head alone) and head, soft-capped where the model caps its logits (unless `softcap` is False)."""
+    """h (n, d) → logits (n, V) float32, through the model's final norm (unless `norm` is False), projection
+    (OPT models whose head is narrower than the residual stream; without it the head cannot read the state, and
+    the authors' code fails there) and head, soft-capped where the model caps its logits (unless `softcap` is
+    False)."""
     a = model.arch
     hf = model.hf
-    parts = [arch_mod.get(hf, p) for p in ((a.final_norm, a.final_proj) if norm else ()) + (a.lm_head,) if p]
+    parts = [arch_mod.get(hf, p) for p in ((a.final_norm,) if norm else ()) + (a.final_proj, a.lm_head) if p]
     cap = getattr(hf.config.get_text_config(), "final_logit_softcapping", None) if softcap else None
     weight = arch_mod.get(hf, a.lm_head).weight
 
