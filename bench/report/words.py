@@ -97,6 +97,15 @@ def _gated(p):
             f"({len(parts)}) {decide}")
 
 
+def _beside(p):
+    parts = _subrules(p)
+    labels = list(p.get("labels") or ["decides"] + ["beside"] * (len(parts) - 1))
+    if not parts:
+        return "no rules given"
+    shown = "; ".join(f"{label}: {s}" for label, s in zip(labels[1:], parts[1:]))
+    return f"{labels[0]}: {parts[0]} (this decides); shown beside it, deciding nothing — {shown}"
+
+
 def _group_comparison(p):
     side = "above" if p.get("side", "less") == "greater" else "below"
     delta = p.get("delta", 0.0)
@@ -226,7 +235,7 @@ SENTENCES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "binomial_share": _binomial_share, "baseline_ratio": _baseline_ratio, "largest_of": _largest_of,
     "related_exceeds_unrelated": _related_exceeds_unrelated, "arg_extreme": _arg_extreme,
     "mcnemar_gain": _mcnemar_gain, "accuracy_floor": _accuracy_floor, "exceeds_baselines": _exceeds_baselines,
-    "crossfit_summary": _crossfit_summary,
+    "crossfit_summary": _crossfit_summary, "beside": _beside,
 }
 
 

@@ -26,6 +26,9 @@ import numpy as np
 INSTALL = ("install the peers into a venv that sees bench's packages (benchmarks/requirements-peers.txt says how) "
            "and run pytest with it, or name its python in PYTHON_PEERS")
 
+# Peers whose package cannot be imported as a whole, whose modules are loaded from their files (see _microscope).
+LOADED_BY_FILE = ("llm_microscope",)
+
 # Head types of TransformerLens' detector, in the order the scores are returned.
 HEAD_TYPES = ("previous_token_head", "duplicate_token_head", "induction_head")
 
@@ -78,7 +81,55 @@ def tl_head_scores(model_dir: str, ids: np.ndarray) -> dict[str, np.ndarray]:
             "logprobs": np.stack(logprobs)}
 
 
-TASKS = {"skdim_twonn": ("skdim", skdim_twonn), "tl_head_scores": ("transformer_lens", tl_head_scores)}
+def _microscope(name: str):
+    """Module `name` (functions, logit_lens) of the llm-microscope package, loaded from its file.
+
+    The package's ``__init__`` (0.0.7) imports ``logit_lens`` as a top-level module and fails, so importing
+    ``llm_microscope`` raises; its two modules import nothing of each other and load fine on their own."""
+    import importlib.util as iu
+
+    found = iu.find_spec("llm_microscope")  # locates the package without running its __init__
+    path = Path(list(found.submodule_search_locations)[0]) / f"{name}.py"
+    spec = iu.spec_from_file_location(f"llm_microscope_{name}", path)
+    module = iu.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def microscope_functions(**clouds: np.ndarray) -> dict[str, np.ndarray]:
+    """llm-microscope's ``intrinsic_dimension`` and ``calculate_anisotropy_torch`` on each named cloud (n, D), and
+    its ``procrustes_similarity`` of each cloud with the next one in the order given: {name: (3,) [ID,
+    anisotropy, similarity to the next cloud or NaN]}."""
+    import torch
+
+    f = _microscope("functions")
+    names = list(clouds)
+    out = {}
+    for i, name in enumerate(names):
+        x = torch.from_numpy(np.asarray(clouds[name], np.float64))
+        sim = (f.procrustes_similarity(x, torch.from_numpy(np.asarray(clouds[names[i + 1]], np.float64)))
+               if i + 1 < len(names) else float("nan"))
+        out[name] = np.array([f.intrinsic_dimension(x, "cpu"), f.calculate_anisotropy_torch(x), sim], np.float64)
+    return out
+
+
+def microscope_logit_lens(model_dir: str, text: str) -> dict[str, np.ndarray]:
+    """llm-microscope's ``logit_lens`` on `text` for the checkpoint folder `model_dir`: ``losses`` (layers + 1,
+    T − 1), ``predictions`` (layers + 1, T − 1) and the ``ids`` it tokenised (T,)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    lens = _microscope("logit_lens")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    predictions, losses, _ = lens.logit_lens(model, tok, text)
+    return {"losses": np.asarray(losses, np.float64), "predictions": predictions.cpu().numpy(),
+            "ids": tok(text, return_tensors="pt")["input_ids"][0].numpy()}
+
+
+TASKS = {"skdim_twonn": ("skdim", skdim_twonn), "tl_head_scores": ("transformer_lens", tl_head_scores),
+         "microscope_functions": ("llm_microscope", microscope_functions),
+         "microscope_logit_lens": ("llm_microscope", microscope_logit_lens)}
 
 
 def _plain(value):
@@ -92,7 +143,8 @@ def _where(module: str) -> str | None:
     if importlib.util.find_spec(module) is not None:
         return "here"
     python = os.environ.get("PYTHON_PEERS")
-    if python and subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0:
+    found = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    if python and subprocess.run([python, "-c", found], capture_output=True).returncode == 0:
         return python
     return None
 
@@ -106,7 +158,7 @@ def require(module: str) -> str:
         python = os.environ.get("PYTHON_PEERS")
         said = f"PYTHON_PEERS={python} cannot import it" if python else "PYTHON_PEERS is not set"
         pytest.skip(f"peer {module} is not installed here and {said}: {INSTALL}")
-    if where == "here":
+    if where == "here" and module not in LOADED_BY_FILE:
         pytest.importorskip(module)
     return where
 

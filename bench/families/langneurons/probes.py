@@ -81,7 +81,7 @@ class DeactivationParams:
     sized_like: str = ""
 
 
-@probe_def("activation_stats", version=2, schema=LangNeurons, metrics=STATS_METRICS)
+@probe_def("activation_stats", version=3, schema=LangNeurons, metrics=STATS_METRICS)
 def activation_stats(ctx, p: StatsParams) -> pd.DataFrame:
     """Per-language activation statistics (tokens, activation probabilities) and the neurons each method selects.
 
@@ -130,7 +130,7 @@ def activation_stats(ctx, p: StatsParams) -> pd.DataFrame:
     return frame(rows, notes)
 
 
-@probe_def("layer_distribution", version=2, schema=LangNeurons, metrics=LAYER_METRICS)
+@probe_def("layer_distribution", version=3, schema=LangNeurons, metrics=LAYER_METRICS)
 def layer_distribution(ctx, p: LayerParams) -> pd.DataFrame:
     """How the selected neurons (all languages, each neuron once) spread over layers; the share in the bottom
     and top `edge_fraction` of the layers, beside the share that a uniform spread would give.  With
@@ -170,7 +170,7 @@ def layer_distribution(ctx, p: LayerParams) -> pd.DataFrame:
     return frame(rows, notes)
 
 
-@probe_def("deactivation", version=2, schema=LangNeurons, metrics=DEACT_METRICS)
+@probe_def("deactivation", version=3, schema=LangNeurons, metrics=DEACT_METRICS)
 def deactivation(ctx, p: DeactivationParams) -> pd.DataFrame:
     """Bits per byte of each language's evaluation texts with each language's neuron set zeroed.
 

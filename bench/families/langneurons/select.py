@@ -4,11 +4,14 @@ A neuron is addressed by its flat index ``layer * F + j``; a selection maps each
 array of flat indices.  Statistics arrive stacked over languages as (K, L, F) arrays.
 
 * **LAPE** (Tang et al. 2024): p' = p / Σ_k p (0/0 → 0), LAPE = −Σ_k p' log p'.  bar = 95th percentile of all
-  p values (all languages, all neurons); a neuron whose p exceeds the bar in no language gets LAPE = +∞.  The
+  p values (all languages, all neurons), as the authors' selection script takes it: the k-th smallest of the N
+  values with k = round(0.95·N) (Python's round, half to even), not the ⌈0.95·N⌉-th of the textbook quantile;
+  the two differ by one rank whenever 0.95·N has a fractional part below ½, which changes neuron sets on some
+  language subsets.  A neuron whose p exceeds the bar in no language gets LAPE = +∞.  The
   ``top_rate`` (1%) of all neurons with the lowest LAPE are selected; each is assigned to every language whose
   p exceeds the bar, so a neuron can belong to several languages.
-* **LAVE**: the same on the mean activation value instead of p (a negative mean counts as 0, since an entropy
-  needs non-negative masses).
+* **LAVE**: the same (the same rounded bar) on the mean activation value instead of p (a negative mean counts as
+  0, since an entropy needs non-negative masses).
 * **PV**: the same on the per-neuron parameter-gradient norm of each language's loss (the parameter variation
   that one update on that language would cause).
 * **LAP**: p_k > ``threshold`` (0.95) for exactly one language k.
@@ -36,9 +39,17 @@ def entropy(stat: np.ndarray) -> np.ndarray:
     return -(q * logq).sum(axis=0)
 
 
+def bar_rank(n: int, quantile: float) -> int:
+    """The 1-based rank of the bar among `n` sorted values: round(n·quantile) as the LAPE authors' script
+    computes it (the float product, Python's half-to-even round), kept within 1 … n."""
+    return min(max(int(round(n * quantile)), 1), n)
+
+
 def percentile_bar(stat: np.ndarray, quantile: float) -> float:
-    """The `quantile` of all values (the k-th smallest with k = ⌈quantile·N⌉)."""
-    return float(np.quantile(stat.ravel(), quantile, method="inverted_cdf"))
+    """The `quantile` of all values: the k-th smallest with k = :func:`bar_rank` (N values)."""
+    flat = np.asarray(stat, float).ravel()
+    k = bar_rank(flat.size, quantile)
+    return float(np.partition(flat, k - 1)[k - 1])
 
 
 def entropy_select(stat: np.ndarray, languages: list[str], *, top_rate: float = 0.01,

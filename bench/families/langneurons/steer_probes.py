@@ -56,7 +56,7 @@ class SimilarityParams:
     micro_tokens: int = 2048
 
 
-@probe_def("steering", version=1, schema=LangNeurons, metrics=STEER_METRICS)
+@probe_def("steering", version=2, schema=LangNeurons, metrics=STEER_METRICS)
 def steering(ctx, p: SteerParams) -> pd.DataFrame:
     """Share of generated text in target language Y with and without Y's neurons set to their mean Y activation,
     for prompts in `source` (the first `prompt_words` words of evaluation texts)."""

@@ -8,6 +8,12 @@ import pandas as pd
 
 from bench.report.charts import FONT, HEIGHT, WIDTH, chart_def
 
+# The two conventions of an estimand, as every chart labels them: the paper's formula and the authors' code.
+CONVENTIONS = {
+    "logit_lens": {"lens_loss": "paper's formula", "lens_loss_code": "authors' code"},
+    "intrinsic_dimension": {"id_ratio": "TwoNN / d, paper's formula", "id_ratio_code": "TwoNN / d, authors' code"},
+}
+
 CLASS_ORDER = ["determiner", "preposition", "punctuation", "pronoun", "number", "other", "adverb", "adjective",
                "verb", "noun"]
 
@@ -56,18 +62,19 @@ def nonlinearity_chart(frame: pd.DataFrame):
 
 @chart_def("logit_lens")
 def logit_lens_chart(frame: pd.DataFrame):
-    data = _per_layer(frame, ("lens_loss",), {"lens_loss": "next-token loss"})
+    data = _per_layer(frame, ("lens_loss", "lens_loss_code"), CONVENTIONS["logit_lens"])
     if data.empty:
         return None
     own = _rows(frame, ("model_loss",))["value"].mean()
-    return _lines(data, "loss (nats)", f"Logit lens: next-token loss per layer; dashed: model's own ({own:.2f})",
+    return _lines(data, "nats", f"Logit lens per layer: −log p(next token) through the final norm (paper's formula), "
+                  f"−log p(top-1) without it (authors' code); dashed: model's own loss ({own:.2f})",
                   float(own) if np.isfinite(own) else None)
 
 
 @chart_def("intrinsic_dimension")
 def intrinsic_dimension_chart(frame: pd.DataFrame):
-    data = _per_layer(frame, ("id_ratio", "anisotropy"), {"id_ratio": "TwoNN dimension / d",
-                                                          "anisotropy": "anisotropy λmax/Σλ"})
+    data = _per_layer(frame, ("id_ratio", "id_ratio_code", "anisotropy"),
+                      {**CONVENTIONS["intrinsic_dimension"], "anisotropy": "anisotropy λmax/Σλ"})
     if data.empty:
         return None
     return _lines(data, "fraction", "Intrinsic dimension (TwoNN, ÷ hidden size) and anisotropy; dashed: 0.1", 0.1)

@@ -50,7 +50,7 @@ def test_lape_counts_one_percent_of_neurons_and_skips_neurons_below_the_bar():
     got = select.lape(p, LANGS, top_rate=0.01)
     union = np.unique(np.concatenate(list(got.values())))
     assert len(union) <= 10
-    bar = np.quantile(p.ravel(), 0.95, method="inverted_cdf")
+    bar = np.sort(p.ravel())[round(p.size * 0.95) - 1]
     for k, lang in enumerate(LANGS):
         assert np.all(p[k].ravel()[got[lang]] > bar)
 
@@ -60,7 +60,7 @@ def naive_lape(p: np.ndarray, langs, top_rate: float, q: float) -> dict[str, lis
     K = p.shape[0]
     flat = p.reshape(K, -1)
     values = sorted(flat.ravel().tolist())
-    bar = values[math.ceil(q * len(values)) - 1]
+    bar = values[round(len(values) * q) - 1]  # the authors' rank: round, not ceil
     scores = []
     for n in range(flat.shape[1]):
         col = flat[:, n]
@@ -86,6 +86,27 @@ def test_lape_matches_the_definition_on_random_statistics(seed):
     langs = ["a", "b", "c", "d"]
     got = select.lape(p, langs, top_rate=0.02, bar_quantile=0.9)
     assert {k: v.tolist() for k, v in got.items()} == naive_lape(p, langs, 0.02, 0.9)
+
+
+def test_lape_bar_is_the_rounded_rank_not_the_ceiling():
+    """12 distinct probabilities (3 languages × 4 neurons): 0.95·12 = 11.4, so the bar is the 11th smallest value
+    (round), not the 12th (⌈11.4⌉).  Only the largest value, 0.12 for de on neuron 2, lies above the 11th smallest
+    (0.11): LAPE selects neuron 2 for de.  With the ceiling the bar is 0.12 itself and nothing is selected."""
+    p = np.arange(1, 13, dtype=float).reshape(4, 3).T[:, None, :] / 100  # (K=3, L=1, F=4), p[k, 0, j] = (3j+k+1)/100
+    p = p[:, :, [0, 1, 3, 2]]  # the 12th value (0.12: k = 2, j = 3) moves to neuron 2
+    p[[1, 2]] = p[[2, 1]]  # … and to de (k = 1)
+    assert p[1, 0, 2] == 0.12 and np.sort(p.ravel())[10] == 0.11
+    assert select.bar_rank(12, 0.95) == 11 and math.ceil(0.95 * 12) == 12
+    assert select.percentile_bar(p, 0.95) == 0.11
+    got = select.lape(p, LANGS, top_rate=1.0, bar_quantile=0.95)
+    assert {k: v.tolist() for k, v in got.items()} == {"en": [], "de": [2], "ru": []}
+
+
+@pytest.mark.parametrize(("n", "rank"), [(12, 11), (30, 28), (10, 10), (20, 19), (1, 1), (7, 7)])
+def test_bar_rank_rounds_half_to_even_as_the_authors_script(n, rank):
+    """round(N·0.95) on the float product: 0.95·30 is 28.5 in floating point and rounds to the even 28 (⌈⌉: 29);
+    0.95·10 = 9.5 rounds to 10; 0.95·7 = 6.65 → 7.  The rank never leaves 1 … N."""
+    assert select.bar_rank(n, 0.95) == rank
 
 
 def test_lap_takes_neurons_above_threshold_in_exactly_one_language():
