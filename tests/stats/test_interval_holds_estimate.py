@@ -125,6 +125,7 @@ CASES = {
     "paired_difference": lambda r: (_pair(r, r.uniform() < 0.5), {**PAIR, "min": 0.0}),
     "all": lambda r: (_units(r), {"of": [T, {**T, "min": float(r.normal())}]}),
     "gated": lambda r: (_units(r), {"of": [T, {**T, "min": float(r.normal())}]}),
+    "beside": lambda r: (_units(r), {"of": [{**T, "min": float(r.normal())}, T]}),
     "exceeds_baseline": lambda r: (_baselines(r), {"observed": {"metric": "obs"}, "baseline": {"metric": "r"}}),
     "exceeds_baselines": lambda r: (_baselines(r), {"observed": {"metric": "obs"},
                                                     "baselines": [{"metric": "r"}, {"metric": "q"}]}),
