@@ -37,12 +37,15 @@ from bench.families.generalization.train_loop import (
 from bench.models import decoding
 
 METRICS = ("correct", "format_ok", "rl_gain", "train_loss", "train_reward", "train_flops", "converged",
-           "ckpt_accuracy", "ckpt_flops")
+           "ckpt_accuracy", "ckpt_flops", "initial_format_rate", "base_format_rate", "initial_ood_accuracy",
+           "trained_id_accuracy")
 ARMS = ("sft", "rl", "base_rl")
-VERSION = 5  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
+VERSION = 6  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
 # 3: the prompts' shared prefix runs once (same numbers up to float rounding, so a near-tie may break otherwise)
 # 4: greedy decoding drops finished answers from the batch (float rounding again)
 # 5: the paper's design: SFT-initialised start, equal FLOPs, seeds, shaped reward, base / base_rl stages
+# 6: one-number precondition rows (initial_format_rate …); the stages themselves are as in 5
+STAGE_VERSION = 5  # what keys the cached stages: bumped only when a stage's own frame changes
 
 
 class TaskSetupError(BenchError):
@@ -99,8 +102,27 @@ def sft_vs_rl(ctx, *, arms: list[str] = ["sft", "rl"],  # noqa: B006 (never muta
     out = pd.concat(frames, ignore_index=True)
     gains = [_gain(out, "rl", "initial")] if "rl" in arms else []
     gains += [_gain(out, "base_rl", "base")] if "base_rl" in arms else []
-    out = pd.concat([out, *gains], ignore_index=True)
+    out = pd.concat([out, *gains, *_summaries(out)], ignore_index=True)
     out.attrs["notes"] = run.notes(out)
+    return out
+
+
+def _summaries(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """One-number rows, each under its own metric name, for preconditions that select rows by metric alone:
+    the start's and the base's format rate (all held-out hands), the start's OOD accuracy (room for SFT to
+    lower it), and each trained arm run's in-distribution accuracy (whether it learned the training rule)."""
+    out = []
+    for stage in ("initial", "base"):
+        f = frame[(frame["metric"] == "format_ok") & (frame["stage"] == stage)]
+        if not f.empty:
+            out.append(_rows(f"{stage}_format_rate", stage, [f["value"].mean()]))
+    c = frame[frame["metric"] == "correct"]
+    ood = c[(c["stage"] == "initial") & (c["split"] == "ood")]
+    if not ood.empty:
+        out.append(_rows("initial_ood_accuracy", "initial", [ood["value"].mean()], split="ood"))
+    arms = c[c["stage"].isin(["sft", "rl", "base_rl"]) & (c["split"] == "id")]
+    for (stage, seed), g in arms.groupby(["stage", "seed"]):
+        out.append(_rows("trained_id_accuracy", stage, [g["value"].mean()], split="id", seed=int(seed)))
     return out
 
 
@@ -132,7 +154,7 @@ class _Run:
                            "ood": tasks.generate(task, "ood", data["n_eval"], seed, stream=3, need_face=True)}
         self.demos = {r: tasks.demo_items(task, r, data["demos"], seed, faces=data["demo_faces"])
                       for r in ("id", "ood")}
-        self.base = {"probe": "sft_vs_rl", "version": VERSION, "model": ctx.model.fingerprint,
+        self.base = {"probe": "sft_vs_rl", "version": STAGE_VERSION, "model": ctx.model.fingerprint,
                      "task": asdict(task), **data, "seed": seed, "max_new_tokens": cfg["max_new_tokens"]}
         self.hf, self.tok, self.arch = ctx.model.hf, ctx.model.tokenizer, ctx.model.arch
         self.n_params = sum(p.numel() for p in self.hf.parameters())

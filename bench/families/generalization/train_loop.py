@@ -2,11 +2,12 @@
 
 API: :func:`adapted` wraps a loaded HF model for training (and restores it afterwards); :func:`sft_step` and
 :func:`rl_step` are one optimizer step each; :func:`train` runs either for a number of steps over a list of
-prompts and records the curve.  Both methods see the same prompts in the same order and take the same number
-of optimizer steps with the same optimizer, so a comparison between them is at matched budget.
+prompts and records the curve.  :func:`step_tokens` / :func:`flops_of` estimate a run's FLOPs before it runs and
+:func:`steps_for_flops` gives the SFT arm the steps that reach the RL arm's FLOPs (equal compute, the paper's
+x-axis); :func:`converged` says whether a curve has flattened.
 
 The RL step is GRPO-shaped: `group` completions are sampled per prompt from the current policy, each is scored
-by the verifier (reward 1 or 0), the advantage is the reward minus its group's mean (no division by the group's
+by the verifier's reward (the paper's shaped reward or 0/1, :mod:`.tasks`), the advantage is the reward minus its group's mean (no division by the group's
 standard deviation, which inflates near-unanimous groups), and the loss is −Σ advantage · mean token log-prob.
 It is on-policy with one update per sample, so the PPO ratio is 1 and needs no clipping; no KL penalty.
 """

@@ -153,6 +153,15 @@ def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
         rl = correct[(correct["stage"] == "rl") & (correct["seed"] == seed) & (correct["split"] == split)
                      & (correct["sample"] == sample)]["value"].item()
         assert row["value"] == rl - c.loc[("initial", split, sample), "value"]
+    one = frame.set_index("metric")["value"]
+    fmt = frame[frame["metric"] == "format_ok"]
+    assert one["initial_format_rate"] == fmt[fmt["stage"] == "initial"]["value"].mean()
+    assert one["base_format_rate"] == fmt[fmt["stage"] == "base"]["value"].mean()
+    assert one["initial_ood_accuracy"] == correct[(correct["stage"] == "initial")
+                                                  & (correct["split"] == "ood")]["value"].mean()
+    tid = frame[frame["metric"] == "trained_id_accuracy"].set_index(["stage", "seed"])["value"]
+    assert len(tid) == 6 and tid[("sft", 1)] == correct[(correct["stage"] == "sft") & (correct["seed"] == 1)
+                                                         & (correct["split"] == "id")]["value"].mean()
     ck = frame[frame["metric"] == "ckpt_flops"]
     assert set(ck["step"]) >= {1, 2}  # a checkpoint half-way and the end
     from bench.families.generalization.charts import sft_vs_rl_chart
@@ -219,3 +228,29 @@ def test_rl_rewards_each_sample_against_its_own_prompt(tiny_tokenizer):
     # steps take prompts (0, 1), (2, 3), (4, 0); each prompt's 3 samples get its index
     assert seen == [[0.0] * 3 + [1.0] * 3, [2.0] * 3 + [3.0] * 3, [4.0] * 3 + [0.0] * 3]
     assert curve.value == (0.5, 2.5, 2.0)
+
+
+def test_converged_known_curves():
+    assert train_loop.converged([4.0, 3.0, 2.0, 1.5, 1.2, 1.1, 1.05, 1.04, 1.03, 1.03])  # flat at the end
+    assert not train_loop.converged([4.0, 3.6, 3.2, 2.8, 2.4, 2.0, 1.6, 1.2, 0.8, 0.4])  # still falling
+    assert not train_loop.converged([1.0, 0.5])  # too short to tell
+    assert train_loop.converged([0.0] * 10)
+
+
+def test_equal_flops_steps_known_answer(tiny_tokenizer):
+    """An RL step of 2 prompts × 3 samples of 4 new tokens costs, per prompt token p and LoRA, 3·(p + 4)
+    training-pass tokens at 4N and as many sampling tokens at 2N; an SFT step of one prompt p with a target t
+    costs (p + t) tokens at 4N.  The step count is the fewest SFT steps reaching the RL budget."""
+    prompts = ["Cards: 3, J.\nAnswer:"] * 4
+    targets = [" 3+10=13\n"] * 4
+    p = len(tiny_tokenizer(prompts[0])["input_ids"])
+    t = len(tiny_tokenizer(targets[0], add_special_tokens=False)["input_ids"])
+    rl = TrainConfig(method="rl", steps=5, batch=2, group=3, max_new_tokens=4)
+    counts = train_loop.step_tokens(tiny_tokenizer, rl, prompts)
+    assert counts == [(3 * (2 * p + 2 * 4), 3 * (2 * p + 2 * 4))] * 5
+    budget = sum(train_loop.flops_of(100, rl, *c) for c in counts)
+    assert budget == 100 * 5 * (4 + 2) * 3 * (2 * p + 8)
+    sft = TrainConfig(method="sft", steps=1, batch=1)
+    n = train_loop.steps_for_flops(tiny_tokenizer, 100, sft, prompts, targets, budget)
+    per = 100 * 4 * (p + t)
+    assert (n - 1) * per < budget <= n * per
