@@ -303,6 +303,8 @@ class _Run:
                 + "; SFT and RL start from the same SFT-initialised weights, see the same hands in each seed's "
                   "order and are compared at equal estimated training FLOPs"),
                "steps per run: " + ", ".join(f"{s} {int(v)}" for s, v in steps.items()),
+               (f"units: {frame['seed'].dropna().nunique()} training seeds per arm × {len(self.eval_items['id'])} "
+                f"held-out hands per split (the same hands for every seed and stage)"),
                "accuracy: " + "; ".join(f"{s}/{sp} {v:.3f}" for (m, s, sp), v in acc.items() if m == "correct"),
                "format followed: " + "; ".join(f"{s}/{sp} {v:.3f}" for (m, s, sp), v in acc.items()
                                                if m == "format_ok")]
