@@ -235,6 +235,8 @@ def test_converged_known_curves():
     assert not train_loop.converged([4.0, 3.6, 3.2, 2.8, 2.4, 2.0, 1.6, 1.2, 0.8, 0.4])  # still falling
     assert not train_loop.converged([1.0, 0.5])  # too short to tell
     assert train_loop.converged([0.0] * 10)
+    # judged on the curve's range, not its level: a reward still climbing by 0.2 a step far from 0 is not flat
+    assert not train_loop.converged([100 + 0.2 * i for i in range(10)])
 
 
 def test_equal_flops_steps_known_answer(tiny_tokenizer):
@@ -254,3 +256,4 @@ def test_equal_flops_steps_known_answer(tiny_tokenizer):
     n = train_loop.steps_for_flops(tiny_tokenizer, 100, sft, prompts, targets, budget)
     per = 100 * 4 * (p + t)
     assert (n - 1) * per < budget <= n * per
+    assert train_loop.steps_for_flops(tiny_tokenizer, 100, sft, prompts, targets, 3 * per) == 3  # exactly reached
