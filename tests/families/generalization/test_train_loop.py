@@ -173,7 +173,7 @@ def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
 
     monkeypatch.setattr(decoding, "decode", boom)
     monkeypatch.setattr(probes, "train", boom)
-    again = probes.sft_vs_rl(ctx, **PARAMS)
+    again = schemas.validate(probes.sft_vs_rl(ctx, **PARAMS), probes.StageScores, probes.METRICS)
     pd.testing.assert_frame_equal(again.reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)
 
 
