@@ -2,9 +2,11 @@
 
     python benchmarks/rl_step.py [--model smollm2-135m] [--steps 3] [--batch 2] [--group 4] [--threads 2]
 
-On the smoke task (two cards summed, three demonstrations), with LoRA as the specs use it, prints:
+On the smoke task (two cards summed, the target hidden, no demonstrations, the shaped reward), with LoRA as
+the specs use it, prints:
 * seconds per RL step and the share of it spent sampling completions vs in the policy update;
-* seconds per SFT step on the same prompts, and RL ÷ SFT step time (matched steps are not matched compute);
+* seconds per SFT step on the same prompts, RL ÷ SFT step time, and the SFT steps (of 4 hands, as the smoke
+  profile's sft_batch) that reach one RL step's estimated FLOPs — the equal-compute exchange rate;
 * greedy decoding of the same prompts with the KV cache vs recomputing the whole prefix every token;
 * the shared prompt prefix (task statement and demonstrations run once, their cache copied along the batch) vs
   whole prompts, for greedy decoding of an evaluation batch and for one training pass with gradients.
@@ -55,13 +57,18 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     m = models.load(models.resolve(args.model), "cpu")
-    task = tasks.TaskConfig(n_cards=2, target=None, ops="+")
+    task = tasks.TaskConfig(n_cards=2, target=None, ops="+", show_target=False)
     items = tasks.generate(task, "id", args.batch * args.steps, seed=0)
-    demos = tasks.demo_items(task, "id", 3, seed=0, faces=True)
+    demos = ()
     prompts = [tasks.prompt(it, demos) for it in items]
-    reward = lambda i, text: float(tasks.score(text, items[i].values, items[i].target))
-    rl = TrainConfig(method="rl", steps=args.steps, batch=args.batch, group=args.group, lr=3e-4, max_new_tokens=8)
-    sft = TrainConfig(method="sft", steps=args.steps, batch=args.batch, lr=3e-4, max_new_tokens=8)
+    reward = lambda i, text: tasks.shaped_reward(text, items[i])
+    rl = TrainConfig(method="rl", steps=args.steps, batch=args.batch, group=args.group, lr=3e-4, max_new_tokens=10)
+    sft = TrainConfig(method="sft", steps=args.steps, batch=args.batch, lr=3e-4, max_new_tokens=10)
+    n_params = sum(p.numel() for p in m.hf.parameters())
+    targets_all = [f" {it.solution}\n" for it in items]
+    rl_flops = sum(train_loop.flops_of(n_params, rl, *t) for t in train_loop.step_tokens(m.tokenizer, rl, prompts))
+    sft4 = TrainConfig(method="sft", steps=1, batch=4, lr=3e-4, max_new_tokens=10)
+    sft_per_rl = train_loop.steps_for_flops(m.tokenizer, n_params, sft4, prompts, targets_all, rl_flops) / args.steps
     with train_loop.adapted(m.hf, m.arch, rl) as model:
         t = time.perf_counter()
         curve = train_loop.train(model, m.tokenizer, rl, prompts, reward=reward, generator=torch.Generator())
@@ -99,7 +106,8 @@ def main() -> None:
     print(f"model {args.model}, {args.threads} threads, {args.batch} prompts × {args.group} samples, "
           f"{args.steps} steps")
     print(f"RL step: {rl_s:.2f} s; sampling {gen / (gen + upd):.0%}, update {upd / (gen + upd):.0%}")
-    print(f"SFT step: {sft_s:.2f} s; RL ÷ SFT step time = {rl_s / sft_s:.2f}×")
+    print(f"SFT step: {sft_s:.2f} s; RL ÷ SFT step time = {rl_s / sft_s:.2f}×; equal FLOPs: {sft_per_rl:.2f} SFT steps "
+          f"of 4 hands per RL step")
     print(f"greedy decoding, 8 tokens × {len(expanded)} prompts: KV cache {cached:.2f} s, without {uncached:.2f} s "
           f"(speed-up {uncached / cached:.2f}×)")
     print(f"shared prefix vs whole prompts: greedy decoding of {len(evals)} prompts {dec_shared:.2f} s vs "

@@ -7,7 +7,14 @@ arithmetic expression over the card values with ``+ - * /`` and parentheses, opt
 arithmetic, to the target.  Expressions are parsed by a small recursive-descent parser (no ``eval``).
 
 Two shapes share this code: the paper's (four cards, target 24) and a scaled-down one for small models (two
-cards, the target drawn from the values one operation reaches), selected by ``n_cards`` and ``target``.
+cards summed), selected by ``n_cards``, ``target`` and ``show_target``.  With the target hidden
+(``show_target = False``) the answer must state its own value (``3+11=14``) and is checked as the value of the
+expression: the face card's value cannot be read off a target, so only the stated rule decides it.
+
+:func:`check` takes a response apart (format, illegal tokens, wrong / overused / unused numbers, value) and
+:func:`shaped_reward` turns that into the paper's reward: +5 correct, +1 an unfinished prefix of a solution,
+−1 right numbers but no solution, −2 for numbers that are not the cards (and −2 more for cards left out), −3 per
+illegal token (characters outside the formula's alphabet end the check).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ RANK_NAMES = {1: "A", 11: "J", 12: "Q", 13: "K"}
 FACE_VALUES = {"id": {11: 10, 12: 10, 13: 10}, "ood": {11: 11, 12: 12, 13: 13}}
 RULE_TEXT = {"id": "J, Q and K all count as 10", "ood": "J, Q and K count as 11, 12 and 13"}
 OPS = "+-*/"
+REWARD = {"correct": 5.0, "partial": 1.0, "no_solution": -1.0, "wrong_number": -2.0, "illegal": -3.0}
 
 
 class ParseError(ValueError):
@@ -38,6 +46,8 @@ class Item:
     rule: Rule
     target: int
     solution: str
+    hidden: bool = False  # the prompt does not show the target; the solution ends in "=<its value>"
+    ops: str = OPS
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -130,23 +140,112 @@ def extract(response: str) -> str:
     return line.split("=", 1)[0].strip().rstrip(".")
 
 
-def score(response: str, values: tuple[int, ...], target: int) -> bool:
+def score(response: str, values: tuple[int, ...], target: int, hidden: bool = False) -> bool:
     """True iff the response's expression uses exactly the multiset `values` and equals `target`.
 
     A ``= N`` after the expression must name the target if present.  Malformed text, a card used twice or not
-    at all, a number that is no card, and division by zero all score False.
+    at all, a number that is no card, and division by zero all score False.  With `hidden` (the target was not
+    shown) the ``= N`` part is required and must be the expression's own value; `target` is not consulted.
     """
+    return check(response, values, target, hidden).correct
+
+
+@dataclass(frozen=True)
+class Check:
+    """What the verifier found in one response (its first line)."""
+
+    formula: str            # the expression part, spaces removed
+    format_ok: bool         # an expression over numbers, + - * / and parentheses (and, hidden, its ``= N``)
+    illegal: int            # illegal tokens / token transitions (a character outside the alphabet counts once)
+    wrong_number: int       # 1 if a number is no card or a card is used too often, +1 if a card is left out
+    value_ok: bool          # the expression's value is the target (hidden: the stated value)
+    correct: bool
+
+
+_ALPHABET = re.compile(r"\d+|[+\-*/()]")
+
+
+def check(response: str, values: tuple[int, ...], target: int, hidden: bool = False) -> Check:
     line = response.strip().split("\n", 1)[0].strip() if response.strip() else ""
     parts = line.rstrip(".").split("=")
-    if len(parts) > 2:
-        return False
-    if len(parts) == 2 and parts[1].strip() != str(target):
-        return False
+    toks = re.findall(r"\d+|\S", parts[0])  # numbers apart from each other stay two tokens
+    formula = "".join(toks)
+    stated = parts[1].strip() if len(parts) == 2 else None
+    if len(parts) > 2 or (stated is not None and not stated.lstrip("-").isdigit()):
+        return Check(formula, False, 1, 0, False, False)
+    if any(not (t.isdigit() or t in OPS + "()") for t in toks):
+        return Check(formula, False, 1, 0, False, False)
+    if not toks:  # nothing written: every card left out
+        return Check(formula, False, 0, 1, False, False)
+    illegal = _bad_transitions(toks)
+    nums = [int(t) for t in toks if t.isdigit()]
+    need, have = _counts(values), _counts(nums)
+    wrong = int(any(k not in need or have[k] > need[k] for k in have))
+    wrong += int(any(have.get(k, 0) < need[k] for k in need))
     try:
-        value, used = evaluate(parts[0])
+        value, _ = evaluate(" ".join(toks))
+        parsed = True
     except (ParseError, ZeroDivisionError):
-        return False
-    return sorted(used) == sorted(values) and value == target
+        value, parsed = None, False
+    want = (int(stated) if stated is not None else None) if hidden else target
+    value_ok = parsed and want is not None and value == want
+    if not hidden and stated is not None and int(stated) != target:
+        value_ok = False
+    format_ok = parsed and illegal == 0 and (stated is not None or not hidden)
+    return Check(formula, format_ok, illegal, wrong, value_ok, format_ok and wrong == 0 and value_ok)
+
+
+def _counts(xs) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for x in xs:
+        out[int(x)] = out.get(int(x), 0) + 1
+    return out
+
+
+def _bad_transitions(toks: list[str]) -> int:
+    """Token transitions a formula cannot have (two numbers in a row, an operator after '(' …), plus unmatched
+    closing parentheses."""
+    bad, depth, prev = 0, 0, None
+    for t in toks:
+        kind = "num" if t.isdigit() else "op" if t in OPS else t
+        if kind in ("num", "(") and prev not in (None, "op", "("):
+            bad += 1
+        elif kind in ("op", ")") and prev not in ("num", ")"):
+            bad += 1
+        if kind == "(":
+            depth += 1
+        elif kind == ")":
+            if depth == 0:
+                bad += 1
+            depth = max(depth - 1, 0)
+        prev = kind
+    return bad
+
+
+def shaped_reward(response: str, item: "Item") -> float:
+    """The paper's shaped reward for one response to `item` (see the module docstring for the scale)."""
+    c = check(response, item.values, item.target, item.hidden)
+    if c.correct:
+        return REWARD["correct"]
+    if "".join(_ALPHABET.findall(c.formula)) != c.formula:
+        return REWARD["illegal"]
+    r = REWARD["illegal"] * c.illegal + REWARD["wrong_number"] * c.wrong_number
+    if r:
+        return r
+    solution = item.solution.split("=", 1)[0].replace(" ", "")
+    try:
+        evaluate(c.formula)
+    except (ParseError, ZeroDivisionError):
+        if solution.startswith(c.formula):
+            return REWARD["partial"]
+    return REWARD["no_solution"]
+
+
+def binary_reward(response: str, item: "Item") -> float:
+    return float(score(response, item.values, item.target, item.hidden))
+
+
+REWARDS = {"shaped": shaped_reward, "binary": binary_reward}
 
 
 # ── solving and generation ─────────────────────────────────────────────────────────────────────────────────
@@ -211,6 +310,7 @@ class TaskConfig:
     ops: str = OPS
     max_target: int = 100
     face_share: float = 0.5  # fraction of items that must hold at least one J/Q/K
+    show_target: bool = True  # False: the prompt names no target and the answer states its own value
 
 
 def generate(cfg: TaskConfig, rule: Rule, n: int, seed: int, *, stream: int = 0, need_face: bool = False) -> list[Item]:
@@ -235,19 +335,26 @@ def generate(cfg: TaskConfig, rule: Rule, n: int, seed: int, *, stream: int = 0,
         sols = reachable(values, cfg.ops)
         if cfg.target is not None:
             if Fraction(cfg.target) in sols:
-                items.append(Item(ranks, rule, cfg.target, sols[Fraction(cfg.target)]))
+                items.append(_item(cfg, ranks, rule, cfg.target, sols[Fraction(cfg.target)]))
             continue
         cands = sorted(int(v) for v in sols if v.denominator == 1 and 0 < v <= cfg.max_target)
         if cands:
             t = cands[int(rng.integers(len(cands)))]
-            items.append(Item(ranks, rule, t, sols[Fraction(t)]))
+            items.append(_item(cfg, ranks, rule, t, sols[Fraction(t)]))
     return items
+
+
+def _item(cfg: TaskConfig, ranks, rule: Rule, target: int, expr: str) -> Item:
+    hidden = not cfg.show_target
+    return Item(ranks, rule, target, f"{expr}={target}" if hidden else expr, hidden, cfg.ops)
 
 
 def prompt(item: Item, demos: tuple[Item, ...] = ()) -> str:
     """The rule, the demonstrations (same rule, number cards only) and the question, ending in ``Answer:``."""
-    head = (f"Card game: combine the card values with + - * / and parentheses, using every card exactly once, "
-            f"to reach the target. A counts as 1; {RULE_TEXT[item.rule]}.\n\n")
+    ops = " ".join(item.ops) + (" and parentheses" if set(item.ops) - {"+"} else "")
+    goal = ("and write the expression followed by = and its value" if item.hidden else "to reach the target")
+    head = (f"Card game: combine the card values with {ops}, using every card exactly once, {goal}. "
+            f"A counts as 1; {RULE_TEXT[item.rule]}.\n\n")
     blocks = [_question(d) + f" {d.solution}" for d in demos]
     blocks.append(_question(item))
     return head + "\n\n".join(blocks)
@@ -255,13 +362,15 @@ def prompt(item: Item, demos: tuple[Item, ...] = ()) -> str:
 
 def _question(item: Item) -> str:
     cards = ", ".join(card_name(r) for r in item.ranks)
+    if item.hidden:
+        return f"Cards: {cards}.\nAnswer:"
     return f"Cards: {cards}. Target: {item.target}.\nAnswer:"
 
 
 def demo_items(cfg: TaskConfig, rule: Rule, n: int, seed: int, faces: bool = False) -> tuple[Item, ...]:
     """Demonstrations under `rule`: each with a face card when `faces` (the prompt then shows the rule at
     work), else with number cards only (the prompt shows the format, and the rule only in words)."""
-    plain = TaskConfig(cfg.n_cards, cfg.target, cfg.ops, cfg.max_target, face_share=0.0)
+    plain = TaskConfig(cfg.n_cards, cfg.target, cfg.ops, cfg.max_target, face_share=0.0, show_target=cfg.show_target)
     out: list[Item] = []
     stream = 0
     while len(out) < n:

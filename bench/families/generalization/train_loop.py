@@ -2,11 +2,12 @@
 
 API: :func:`adapted` wraps a loaded HF model for training (and restores it afterwards); :func:`sft_step` and
 :func:`rl_step` are one optimizer step each; :func:`train` runs either for a number of steps over a list of
-prompts and records the curve.  Both methods see the same prompts in the same order and take the same number
-of optimizer steps with the same optimizer, so a comparison between them is at matched budget.
+prompts and records the curve.  :func:`step_tokens` / :func:`flops_of` estimate a run's FLOPs before it runs and
+:func:`steps_for_flops` gives the SFT arm the steps that reach the RL arm's FLOPs (equal compute, the paper's
+x-axis); :func:`converged` says whether a curve has flattened.
 
 The RL step is GRPO-shaped: `group` completions are sampled per prompt from the current policy, each is scored
-by the verifier (reward 1 or 0), the advantage is the reward minus its group's mean (no division by the group's
+by the verifier's reward (the paper's shaped reward or 0/1, :mod:`.tasks`), the advantage is the reward minus its group's mean (no division by the group's
 standard deviation, which inflates near-unanimous groups), and the loss is −Σ advantage · mean token log-prob.
 It is on-policy with one update per sample, so the PPO ratio is 1 and needs no clipping; no KL penalty.
 """
@@ -153,12 +154,55 @@ class Curve:
     gen_tokens: int           # tokens passed through while sampling (prompt once + each new token)
 
 
+def step_batches(n: int, cfg: TrainConfig) -> list[list[int]]:
+    """Prompt indices of every step: `cfg.batch` a step, in order, cycling over the `n` prompts."""
+    return [[(s * cfg.batch + j) % n for j in range(cfg.batch)] for s in range(cfg.steps)]
+
+
+def step_tokens(tok, cfg: TrainConfig, prompts: list[str], targets: list[str] | None = None) -> list[tuple[int, int]]:
+    """(training-pass tokens, sampling tokens) of every step of :func:`train`, known before training: an RL
+    sample is counted at its full ``max_new_tokens`` (the budget, not what the sampler happened to write)."""
+    p_len = [len(tok(p)["input_ids"]) for p in prompts]
+    t_len = [len(tok(x, add_special_tokens=False)["input_ids"]) for x in targets] if targets else None
+    out = []
+    for idx in step_batches(len(prompts), cfg):
+        p = sum(p_len[i] for i in idx)
+        if cfg.method == "sft":
+            out.append((p + sum(t_len[i] for i in idx), 0))
+        else:
+            n = cfg.group * (p + cfg.max_new_tokens * len(idx))
+            out.append((n, n))
+    return out
+
+
+def flops_of(n_params: int, cfg: TrainConfig, tokens: int, gen_tokens: int) -> float:
+    """Estimated FLOPs: 2N per token forward, backward 4N (all weights) or 2N (LoRA: activation gradients only,
+    the adapters' own gradients are negligible); sampling adds 2N per token it processes."""
+    back = 4 if cfg.adapter == "full" else 2
+    return float(n_params) * ((2 + back) * tokens + 2 * gen_tokens)
+
+
+def steps_for_flops(tok, n_params: int, cfg: TrainConfig, prompts: list[str], targets: list[str] | None,
+                    budget: float, max_steps: int = 100_000) -> int:
+    """The fewest steps of `cfg`'s method over `prompts` whose estimated FLOPs reach `budget` (equal compute)."""
+    probe = TrainConfig(**{**cfg.describe(), "steps": max(len(prompts), 1)})
+    per_cycle = step_tokens(tok, probe, prompts, targets)
+    total, s = 0.0, 0
+    while total < budget and s < max_steps:
+        tokens, gen = per_cycle[s % len(per_cycle)]
+        total += flops_of(n_params, cfg, tokens, gen)
+        s += 1
+    return max(s, 1)
+
+
 def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str] | None = None,
           reward: Callable[[int, str], float] | None = None, generator: torch.Generator,
-          progress: Callable[[float, str], None] = lambda f, m="": None) -> Curve:
+          progress: Callable[[float, str], None] = lambda f, m="": None,
+          checkpoints: Callable[[int], None] | None = None, every: int = 0) -> Curve:
     """`cfg.steps` optimizer steps over `prompts` in order (cycling), `cfg.batch` prompts a step.
 
-    SFT needs `targets` (verified solutions, one per prompt); RL needs `reward(prompt index, text)`.
+    SFT needs `targets` (verified solutions, one per prompt); RL needs `reward(prompt index, text)`.  With
+    `every`, `checkpoints(step)` is called after every `every`-th step (not after the last).
     """
     import time
 
@@ -166,31 +210,40 @@ def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str
     steps, values = [], []
     gen_s = upd_s = 0.0
     tokens = gen_tokens = 0
-    n = len(prompts)
-    for s in range(cfg.steps):
-        idx = [(s * cfg.batch + j) % n for j in range(cfg.batch)]
+    counts = step_tokens(tok, cfg, prompts, targets)
+    for s, idx in enumerate(step_batches(len(prompts), cfg)):
         batch = [prompts[i] for i in idx]
-        p_len = sum(len(tok(p)["input_ids"]) for p in batch)
         if cfg.method == "sft":
             t = time.perf_counter()
-            tgt = [targets[i] for i in idx]
-            values.append(sft_step(model, tok, opt, batch, tgt))
+            values.append(sft_step(model, tok, opt, batch, [targets[i] for i in idx]))
             upd_s += time.perf_counter() - t
-            tokens += p_len + sum(len(tok(x, add_special_tokens=False)["input_ids"]) for x in tgt)
         else:
             st = rl_step(model, tok, opt, batch, lambda k, text, idx=idx: reward(idx[k], text), cfg, generator)
             values.append(st.reward)
             gen_s += st.gen_seconds
             upd_s += st.update_seconds
-            tokens += cfg.group * (p_len + cfg.max_new_tokens)
-            gen_tokens += cfg.group * (p_len + cfg.max_new_tokens)
+        tokens += counts[s][0]
+        gen_tokens += counts[s][1]
         steps.append(s)
         progress((s + 1) / cfg.steps, f"{cfg.method} step {s + 1}/{cfg.steps}")
+        if checkpoints is not None and every and (s + 1) % every == 0 and s + 1 < cfg.steps:
+            checkpoints(s + 1)
     return Curve(tuple(steps), tuple(values), gen_s, upd_s, tokens, gen_tokens)
 
 
 def train_flops(n_params: int, cfg: TrainConfig, curve: Curve) -> float:
-    """Estimated training FLOPs: 2N per token forward, backward 4N (all weights) or 2N (LoRA: activation
-    gradients only, the adapters' own gradients are negligible); sampling adds 2N per token it processes."""
-    back = 4 if cfg.adapter == "full" else 2
-    return float(n_params) * ((2 + back) * curve.tokens + 2 * curve.gen_tokens)
+    """Estimated training FLOPs of a finished run (:func:`flops_of` its token counts)."""
+    return flops_of(n_params, cfg, curve.tokens, curve.gen_tokens)
+
+
+def converged(values: tuple[float, ...] | list[float], tail: float = 0.2, tol: float = 0.05) -> bool:
+    """Whether a training curve has flattened: the mean of its last `tail` share of steps differs from the mean
+    of the `tail` share before it by less than `tol` of the curve's range over the run (a share of the range,
+    not of the value, so that a reward curve near 0 is not judged on a ratio of small numbers)."""
+    v = [float(x) for x in values]
+    k = max(1, int(round(tail * len(v))))
+    if len(v) < 2 * k:
+        return False
+    span = max(v) - min(v)
+    last, before = sum(v[-k:]) / k, sum(v[-2 * k: -k]) / k
+    return span == 0 or abs(last - before) < tol * span

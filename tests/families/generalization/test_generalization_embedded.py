@@ -16,7 +16,8 @@ from bench.core.store import Cache
 
 pytestmark = pytest.mark.embedded
 SPECS = Path(__file__).resolve().parents[3] / "specs" / "generalization"
-TINY = {"n_train": 4, "n_eval": 10, "steps": 1, "batch": 2, "group": 2, "n_demos": 1, "max_new_tokens": 6}
+TINY = {"n_init": 4, "init_steps": 1, "n_train": 4, "n_eval": 10, "steps": 1, "batch": 2, "group": 2, "sft_batch": 2,
+        "max_new_tokens": 6, "seeds": 2, "curve_points": 0}
 
 
 

@@ -88,3 +88,114 @@ def test_prompt_states_the_rule_and_demos_follow_it():
     assert tasks.RULE_TEXT["ood"] in text and tasks.RULE_TEXT["id"] not in text
     assert text.endswith("Answer:") and all(any(r > 10 for r in d.ranks) for d in demos)
     assert all(not any(r > 10 for r in d.ranks) for d in tasks.demo_items(cfg, "id", 3, seed=0))
+
+
+# ── the hidden-target task, the format check, the shaped reward ───────────────────────────────────────────────
+
+def test_hidden_target_prompt_and_solution():
+    cfg = tasks.TaskConfig(n_cards=2, target=None, ops="+", show_target=False)
+    items = tasks.generate(cfg, "ood", 20, seed=0, need_face=True)
+    for it in items:
+        text = tasks.prompt(it)
+        assert "Target" not in text and text.endswith("Answer:") and "its value" in text
+        expr, value = it.solution.split("=")
+        assert int(value) == sum(it.values) == it.target and tasks.score(it.solution, it.values, it.target, True)
+        assert not tasks.score(expr, it.values, it.target, True)  # the stated value is required
+        assert not tasks.score(f"{expr}={int(value) + 1}", it.values, it.target, True)  # and must be right
+
+
+@pytest.mark.parametrize("response, reward", [
+    ("3+11=14", 5.0),        # correct (hidden target: the stated value is the expression's)
+    ("3+", -2.0),            # unfinished, and a card left out
+    ("3+11=15", -1.0),       # the right cards, a wrong value
+    ("3+11", -1.0),          # no stated value: no solution
+    ("3+10=13", -4.0),       # J counted 10 under the 11/12/13 rule: a number that is no card, the J unused
+    ("3+3+11=17", -2.0),     # a card used too often
+    ("11=11", -2.0),         # a card left out
+    ("4=4", -4.0),           # a number that is no card and a card left out
+    ("", -2.0),              # nothing: every card left out
+    ("3 11=14", -3.0),       # two numbers in a row: an illegal transition
+    ("3++11=14", -3.0),
+    ("three plus J", -3.0),  # characters outside the formula's alphabet
+    ("3+11=14=14", -3.0),
+])
+def test_shaped_reward_known_answers(response, reward):
+    item = tasks.Item((3, 11), "ood", 14, "3+11=14", hidden=True, ops="+")
+    assert tasks.shaped_reward(response, item) == reward
+    assert tasks.binary_reward(response, item) == float(reward == 5.0)
+
+
+def test_partial_credit_for_an_unfinished_prefix_of_a_solution():
+    item = tasks.Item((1, 2, 3, 4), "id", 21, "(1+2)*(3+4)")
+    assert tasks.shaped_reward("(1+2)*(3+4", item) == 1.0   # every card, unbalanced, a prefix of the solution
+    assert tasks.shaped_reward("(1+2)*(4+3", item) == -1.0  # not a prefix: no solution
+    assert tasks.shaped_reward("(1+2)*(3+4)", item) == 5.0
+
+
+def test_format_check():
+    ok = tasks.check("3+11=15", (3, 11), 14, hidden=True)
+    assert ok.format_ok and not ok.correct and not ok.value_ok and ok.wrong_number == 0
+    assert not tasks.check("3+11", (3, 11), 14, hidden=True).format_ok
+    assert tasks.check("3+11", (3, 11), 14, hidden=False).format_ok  # a shown target: "= N" optional
+    assert not tasks.check("The answer is 14", (3, 11), 14, hidden=True).format_ok
+
+
+# ── the OOD split needs the rule: a rule-blind solver fails it ────────────────────────────────────────────────
+
+def _rule_blind_answer(text: str, ops: str) -> str:
+    """What a solver that never reads the face-card rule answers from a prompt: it reads the cards, and a
+    target when one is shown; face cards get the value that reaches the shown target if one does (the target
+    then gives the rule away), else 10 (the training rule)."""
+    import itertools
+    import re
+
+    question = text.rsplit("Cards:", 1)[1]
+    names = re.match(r"\s*([^.]*)\.", question).group(1).split(", ")
+    shown = re.search(r"Target: (\d+)\.", question)
+    faces = [k for k, c in enumerate(names) if c in "JQK"]
+    base = [1 if c == "A" else 10 if c in "JQK" else int(c) for c in names]
+    tries = itertools.product(range(1, 14), repeat=len(faces)) if shown else [()]
+    for vals in tries:
+        cand = list(base)
+        for k, v in zip(faces, vals):
+            cand[k] = v
+        sols = tasks.reachable(tuple(cand), ops)
+        if shown and Fraction(int(shown.group(1))) in sols:
+            return sols[Fraction(int(shown.group(1)))]
+    total = sum(base)
+    return f"{'+'.join(map(str, base))}={total}"
+
+
+def _blind_accuracy(cfg: tasks.TaskConfig, rule: str) -> float:
+    items = tasks.generate(cfg, rule, 40, seed=0, stream=3, need_face=True)
+    return sum(tasks.score(_rule_blind_answer(tasks.prompt(it), cfg.ops), it.values, it.target, it.hidden)
+               for it in items) / len(items)
+
+
+def test_ood_split_defeats_a_rule_blind_solver_in_every_profile():
+    from bench.core.spec import load_spec
+    from pathlib import Path
+
+    spec_dir = Path(__file__).resolve().parents[3] / "specs" / "generalization"
+    for path in sorted(spec_dir.glob("*.toml")):
+        for profile in ("smoke", "full"):
+            p = load_spec(path).with_profile(profile).probe_params()
+            cfg = tasks.TaskConfig(p["n_cards"], p["target"] or None, p["ops"], p.get("max_target", 100),
+                                   show_target=p.get("show_target", True))
+            if p["n_cards"] == 4:
+                continue  # the paper's four-card game: checked below on fewer hands (the solver is slow)
+            assert _blind_accuracy(cfg, "ood") == 0.0, (path.name, profile)
+            assert _blind_accuracy(cfg, "id") == 1.0  # the same solver is right wherever the rule is 10
+    # the old smoke split (two cards summed, the target shown) let the target give the face card away
+    leaky = tasks.TaskConfig(2, None, "+", show_target=True)
+    assert _blind_accuracy(leaky, "ood") == 1.0
+
+
+def test_four_card_ood_split_defeats_a_rule_blind_solver():
+    cfg = tasks.TaskConfig(n_cards=4, target=24)
+    items = tasks.generate(cfg, "ood", 6, seed=0, stream=3, need_face=True)
+    for it in items:  # J/Q/K counted 10: a number that is no card under the 11/12/13 rule
+        blind = tasks.card_values(it.ranks, "id")
+        sols = tasks.reachable(blind)
+        if Fraction(24) in sols:
+            assert not tasks.score(sols[Fraction(24)], it.values, 24)

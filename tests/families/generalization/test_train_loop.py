@@ -123,9 +123,9 @@ class _Model:
         self.arch = arch_mod.inspect(hf)
 
 
-PARAMS = {"arms": ["sft", "rl", "sft_rl"], "n_cards": 2, "target": 0, "ops": "+", "n_demos": 1, "demo_faces": True,
-          "n_train": 8, "n_eval": 6, "steps": 2, "batch": 2, "group": 2, "lr": 1e-3, "max_new_tokens": 4,
-          "micro_batch": 8}
+PARAMS = {"arms": ["sft", "rl", "base_rl"], "n_cards": 2, "target": 0, "ops": "+", "show_target": False,
+          "demos": 0, "n_init": 6, "init_steps": 2, "n_train": 8, "n_eval": 6, "steps": 2, "batch": 2, "group": 2,
+          "sft_batch": 2, "lr": 1e-3, "max_new_tokens": 4, "micro_batch": 8, "seeds": 2, "curve_points": 1}
 
 
 def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
@@ -133,37 +133,127 @@ def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
     ctx = ProbeContext(model=_Model(hf, tiny_tokenizer), seed=0, cache=Cache(tmp_path))
     frame = schemas.validate(probes.sft_vs_rl(ctx, **PARAMS), probes.StageScores, probes.METRICS)
     correct = frame[frame["metric"] == "correct"]
-    assert set(correct["stage"]) == {"initial", "sft", "rl", "sft_rl"}
-    assert correct.groupby(["stage", "split"]).size().eq(6).all()
-    assert (frame[frame["metric"] == "train_flops"]["value"] > 0).all()
-    assert len(frame[frame["metric"] == "train_reward"]) == 4 and len(frame[frame["metric"] == "train_loss"]) == 2
-    gain = frame[(frame["metric"] == "rl_gain") & (frame["stage"] == "rl")].set_index(["split", "sample"])["value"]
-    c = correct.set_index(["stage", "split", "sample"])["value"]
-    assert (gain == (c["rl"] - c["initial"]).reindex(gain.index)).all()
+    assert set(correct["stage"]) == {"base", "initial", "sft", "rl", "base_rl"}
+    # untrained stages: one row per hand and split; trained arms: one per hand, split and seed
+    sizes = correct.groupby(["stage", "split"]).size()
+    assert sizes[["base", "initial"]].eq(6).all() and sizes[["sft", "rl", "base_rl"]].eq(12).all()
+    assert correct[correct["stage"].isin(["base", "initial"])]["seed"].isna().all()
+    assert set(correct[correct["stage"] == "rl"]["seed"]) == {0, 1}
+    flops = frame[frame["metric"] == "train_flops"]
+    assert (flops["value"] > 0).all() and len(flops) == 1 + 3 * 2  # the initial run, then 3 arms × 2 seeds
+    # equal compute: the SFT arm's FLOPs reach the RL arm's and exceed them by less than one SFT step
+    f = flops.set_index(["stage", "seed"])["value"]
+    steps = frame[frame["metric"] == "train_loss"].groupby(["stage", "seed"])["step"].max() + 1
+    for s in (0, 1):
+        assert f[("sft", s)] >= f[("rl", s)] > f[("sft", s)] * (1 - 1 / steps[("sft", s)]) - 1
+    assert len(frame[(frame["metric"] == "train_reward") & (frame["stage"] == "rl")]) == 2 * 2
+    gain = frame[(frame["metric"] == "rl_gain") & (frame["stage"] == "rl")].set_index(["seed", "split", "sample"])
+    c = correct.set_index(["stage", "split", "sample"])
+    for (seed, split, sample), row in gain.iterrows():
+        rl = correct[(correct["stage"] == "rl") & (correct["seed"] == seed) & (correct["split"] == split)
+                     & (correct["sample"] == sample)]["value"].item()
+        assert row["value"] == rl - c.loc[("initial", split, sample), "value"]
+    one = frame.set_index("metric")["value"]
+    fmt = frame[frame["metric"] == "format_ok"]
+    assert one["initial_format_rate"] == fmt[fmt["stage"] == "initial"]["value"].mean()
+    assert one["base_format_rate"] == fmt[fmt["stage"] == "base"]["value"].mean()
+    assert one["initial_ood_accuracy"] == correct[(correct["stage"] == "initial")
+                                                  & (correct["split"] == "ood")]["value"].mean()
+    tid = frame[frame["metric"] == "trained_id_accuracy"].set_index(["stage", "seed"])["value"]
+    assert len(tid) == 6 and tid[("sft", 1)] == correct[(correct["stage"] == "sft") & (correct["seed"] == 1)
+                                                         & (correct["split"] == "id")]["value"].mean()
+    ck = frame[frame["metric"] == "ckpt_flops"]
+    assert set(ck["step"]) >= {1, 2}  # a checkpoint half-way and the end
     from bench.families.generalization.charts import sft_vs_rl_chart
 
-    assert sft_vs_rl_chart(frame).to_dict()["hconcat"]  # accuracy bars beside the loss / reward curves
+    assert sft_vs_rl_chart(frame).to_dict()["hconcat"]  # accuracy bars beside the curves
 
     def boom(*a, **k):
         raise AssertionError("a warm re-run must not generate or train")
 
     monkeypatch.setattr(decoding, "decode", boom)
     monkeypatch.setattr(probes, "train", boom)
-    again = probes.sft_vs_rl(ctx, **PARAMS)
+    again = schemas.validate(probes.sft_vs_rl(ctx, **PARAMS), probes.StageScores, probes.METRICS)
     pd.testing.assert_frame_equal(again.reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)
 
 
-def test_sft_rl_starts_from_the_cached_sft_weights(tiny_tokenizer, tmp_path, monkeypatch):
+def test_both_arms_start_from_the_same_sft_initialised_weights(tiny_tokenizer, tmp_path, monkeypatch):
+    """The SFT and the RL arm (every seed) start from identical weights, those the initial stage trained and
+    scored; RL from the base model starts from the base model (LoRA's B = 0)."""
     hf = build_tiny("llama", vocab=len(tiny_tokenizer))
     ctx = ProbeContext(model=_Model(hf, tiny_tokenizer), seed=0, cache=Cache(tmp_path))
-    probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["sft", "rl"]})
-    methods = []
+    starts: dict = {}
     real = probes.train
 
-    def spy(model, tok, cfg, *a, **k):
-        methods.append(cfg.method)
-        return real(model, tok, cfg, *a, **k)
+    def spy(model, tok, cfg, prompts, **k):
+        starts.setdefault(cfg.method, []).append(train_loop.trainable_state(model))
+        curve = real(model, tok, cfg, prompts, **k)
+        if cfg.steps == PARAMS["init_steps"] and cfg.method == "sft" and "init_end" not in starts:
+            starts["init_end"] = train_loop.trainable_state(model)
+        return curve
 
     monkeypatch.setattr(probes, "train", spy)
-    probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["rl", "sft_rl"]})
-    assert methods == ["rl"]  # only the SFT→RL run trains; SFT and RL from the base come from the cache
+    probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["sft", "rl"]})
+    init_end = starts["init_end"]
+    arm_starts = starts["sft"][1:] + starts["rl"]  # the first SFT run is the initialisation itself
+    assert len(arm_starts) == 4
+    for st in arm_starts:
+        assert set(st) == set(init_end) and all(torch.equal(st[n], init_end[n]) for n in st)
+    assert any(not torch.equal(t, 0 * t) for n, t in init_end.items() if "lora_B" in n)  # the init trained
+    starts.clear()
+    probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["base_rl"]})
+    assert all(torch.equal(t, 0 * t) for st in starts["rl"] for n, t in st.items() if "lora_B" in n)
+
+
+def test_rl_rewards_each_sample_against_its_own_prompt(tiny_tokenizer):
+    """Wiring: with a reward that returns the prompt's index, sample i of a step is scored for prompt
+    idx[i // group] (the samples are laid out prompt by prompt), never another hand's."""
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    cfg = TrainConfig(method="rl", steps=3, batch=2, group=3, lr=1e-3, max_new_tokens=2)
+    prompts = [f"Cards: {k}. Answer:" for k in range(5)]
+    seen = []
+    real = train_loop.policy_update
+
+    def capture(model, opt, comp, rewards, group):
+        seen.append(rewards.tolist())
+        assert list(comp.texts) and len(comp.texts) == len(rewards)
+        return real(model, opt, comp, rewards, group)
+
+    import unittest.mock as mock
+
+    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model, \
+            mock.patch.object(train_loop, "policy_update", capture):
+        curve = train_loop.train(model, tiny_tokenizer, cfg, prompts, reward=lambda i, text: float(i),
+                                 generator=torch.Generator().manual_seed(0))
+    # steps take prompts (0, 1), (2, 3), (4, 0); each prompt's 3 samples get its index
+    assert seen == [[0.0] * 3 + [1.0] * 3, [2.0] * 3 + [3.0] * 3, [4.0] * 3 + [0.0] * 3]
+    assert curve.value == (0.5, 2.5, 2.0)
+
+
+def test_converged_known_curves():
+    assert train_loop.converged([4.0, 3.0, 2.0, 1.5, 1.2, 1.1, 1.05, 1.04, 1.03, 1.03])  # flat at the end
+    assert not train_loop.converged([4.0, 3.6, 3.2, 2.8, 2.4, 2.0, 1.6, 1.2, 0.8, 0.4])  # still falling
+    assert not train_loop.converged([1.0, 0.5])  # too short to tell
+    assert train_loop.converged([0.0] * 10)
+    # judged on the curve's range, not its level: a reward still climbing by 0.2 a step far from 0 is not flat
+    assert not train_loop.converged([100 + 0.2 * i for i in range(10)])
+
+
+def test_equal_flops_steps_known_answer(tiny_tokenizer):
+    """An RL step of 2 prompts × 3 samples of 4 new tokens costs, per prompt token p and LoRA, 3·(p + 4)
+    training-pass tokens at 4N and as many sampling tokens at 2N; an SFT step of one prompt p with a target t
+    costs (p + t) tokens at 4N.  The step count is the fewest SFT steps reaching the RL budget."""
+    prompts = ["Cards: 3, J.\nAnswer:"] * 4
+    targets = [" 3+10=13\n"] * 4
+    p = len(tiny_tokenizer(prompts[0])["input_ids"])
+    t = len(tiny_tokenizer(targets[0], add_special_tokens=False)["input_ids"])
+    rl = TrainConfig(method="rl", steps=5, batch=2, group=3, max_new_tokens=4)
+    counts = train_loop.step_tokens(tiny_tokenizer, rl, prompts)
+    assert counts == [(3 * (2 * p + 2 * 4), 3 * (2 * p + 2 * 4))] * 5
+    budget = sum(train_loop.flops_of(100, rl, *c) for c in counts)
+    assert budget == 100 * 5 * (4 + 2) * 3 * (2 * p + 8)
+    sft = TrainConfig(method="sft", steps=1, batch=1)
+    n = train_loop.steps_for_flops(tiny_tokenizer, 100, sft, prompts, targets, budget)
+    per = 100 * 4 * (p + t)
+    assert (n - 1) * per < budget <= n * per
+    assert train_loop.steps_for_flops(tiny_tokenizer, 100, sft, prompts, targets, 3 * per) == 3  # exactly reached
