@@ -152,7 +152,7 @@ def test_shared_prefix_cache_gives_the_plain_greedy_answers(one_thread, tiny_tok
 
 def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
     ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path))
-    frame = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=4, n_pool=6, k=2, max_new=3,
+    frame = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=8, n_pool=6, k=2, max_new=3,
                                    n_train=2, n_mix=1, unknown="fictional", conditions=["uk_only", "full_ft"],
                                    epochs=1, batch=2)
     from bench.core.schemas import validate
@@ -162,7 +162,9 @@ def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
     assert set(frame["condition"].dropna()) == {"uk_only", "full_ft"}
     assert len(frame[(frame["metric"] == "train_loss")]) == 2
     assert len(frame[frame["metric"] == "reliability"]) == 4   # 2 facts × 2 conditions
-    again = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=4, n_pool=6, k=2, max_new=3,
+    assert frame.loc[frame["metric"] == "exposures", "value"].tolist() == [1.0] * 4   # 1 epoch each
+    assert len(frame[frame["metric"] == "converged"]) == 2 and frame["seed"].dropna().eq(0).all()
+    again = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=8, n_pool=6, k=2, max_new=3,
                                    n_train=2, n_mix=1, unknown="fictional", conditions=["uk_only"],
                                    epochs=1, batch=2)
     again = validate(again, KnowledgeFrame, probes.METRICS)
