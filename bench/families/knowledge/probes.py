@@ -13,6 +13,9 @@ training run, so a rule can take the fact within the run as its unit or average 
 ``exposures``       trained fact → how many times the training loop showed it (equal in every condition)
 ``converged``       per condition and seed (no ``sample``) → 1 if the training loss flattened: the mean over the
                     last 20% of steps within 5% of the mean over the 20% before (:func:`study.converged`)
+``baseline_erosion`` per seed (condition ``uk_only``, no ``sample``) → the share of held-out HighlyKnown facts
+                    that training on the Unknown facts alone eroded: the damage a mix could reduce (a
+                    precondition of the mixing contrast, which cannot be shown when there is nothing to reduce)
 ``before_correct``  pool fact → number of the k prompts answered correctly by the base model
 ``train_loss``      loss per optimizer step of each condition and seed
 """
@@ -31,7 +34,7 @@ from bench.families.knowledge.schemas import CONDITIONS, KnowledgeFrame
 from bench.models.train import Recipe, Targets
 
 METRICS = ("negative_shift", "positive_shift", "reliability", "fitted", "known_after", "exposures", "converged",
-           "before_correct", "train_loss")
+           "baseline_erosion", "before_correct", "train_loss")
 
 
 @probe_def("knowledge_shift", version=3, schema=KnowledgeFrame, metrics=METRICS)
@@ -78,6 +81,7 @@ def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int 
         part = _condition_rows(got, counts, sp, k, cond, seed, study.exposures(cond, sp, rec))
         rows.append(part)
         notes.append(_summary(part, cond, seed))
+        rows += [b for b in [_baseline(part, cond, seed)] if b is not None]
     notes.append(f"{len(seeds)} training seed(s) {seeds}; every condition runs {epochs} epochs over its examples "
                  f"(batch {batch}), so each Unknown fact is seen {epochs} times in each; loss on the "
                  f"{'whole formatted example' if loss == 'example' else 'answer tokens only'}")
@@ -115,6 +119,15 @@ def _condition_rows(got: pd.DataFrame, counts, sp: study.Split, k: int, cond: st
     out["seed"] = seed
     out["n_train"] = len(trained)
     return out
+
+
+def _baseline(part: pd.DataFrame, cond: str, seed: int) -> pd.DataFrame | None:
+    """The ``baseline_erosion`` row of one ``uk_only`` run (none for other conditions or no HighlyKnown fact)."""
+    neg = part.loc[part["metric"] == "negative_shift", "value"]
+    if cond != "uk_only" or neg.empty:
+        return None
+    return pd.DataFrame({"metric": ["baseline_erosion"], "value": [float(neg.mean())], "condition": cond,
+                         "seed": seed})
 
 
 def _summary(part: pd.DataFrame, cond: str, seed: int) -> str:

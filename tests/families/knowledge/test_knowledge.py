@@ -63,6 +63,9 @@ def test_negative_and_positive_shift_from_scripted_counts():
     assert by["fitted"] == {5: 1.0, 6: 0.0} and by["exposures"] == {5: 10.0, 6: 10.0}
     assert rows.loc[rows["metric"] == "converged", "value"].tolist() == [1.0]   # the last 20% flat
     assert set(rows["seed"]) == {42}
+    base = probes._baseline(rows, "uk_only", 42)           # uk_only's eroded share: 2 of 4
+    assert base[["metric", "value", "seed"]].values.tolist() == [["baseline_erosion", 0.5, 42]]
+    assert probes._baseline(rows, "uk_hk", 42) is None
 
 
 def test_held_out_facts_are_disjoint_from_every_trained_fact():
@@ -164,6 +167,10 @@ def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
     assert len(frame[frame["metric"] == "reliability"]) == 4   # 2 facts × 2 conditions
     assert frame.loc[frame["metric"] == "exposures", "value"].tolist() == [1.0] * 4   # 1 epoch each
     assert len(frame[frame["metric"] == "converged"]) == 2 and frame["seed"].dropna().eq(0).all()
+    base = frame[frame["metric"] == "baseline_erosion"]   # uk_only's eroded share, once per seed
+    neg = frame[(frame["metric"] == "negative_shift") & (frame["condition"] == "uk_only")]
+    assert base["condition"].tolist() == (["uk_only"] if len(neg) else [])
+    assert base["value"].tolist() == ([pytest.approx(neg["value"].mean())] if len(neg) else [])
     again = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=8, n_pool=6, k=2, max_new=3,
                                    n_train=2, n_mix=1, unknown="fictional", conditions=["uk_only"],
                                    epochs=1, batch=2)
