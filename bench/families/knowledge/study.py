@@ -170,7 +170,9 @@ def exposures(condition: str, sp: Split, recipe: Recipe) -> np.ndarray:
 def converged(losses, tail: float = 0.2, tol: float = 0.05) -> bool:
     """The loss has flattened: the mean over the last `tail` of the steps differs by less than `tol` (relative)
     from the mean over the `tail` before it.  Windows of several steps average out the batch-to-batch noise of
-    a mix.  A linear decay slows the last steps by itself, so a flat tail is necessary, not proof, of a fit."""
+    a mix.  A linear decay slows the last steps by itself, and a whole-example loss averages the answer's few
+    tokens with the question's, so a flat tail is necessary, not proof, of a fit: ``fitted`` says whether the
+    facts went in."""
     x = np.asarray(losses, float)
     s = max(1, math.ceil(tail * len(x)))
     if len(x) < 2 * s:
