@@ -5,7 +5,8 @@
 1. training step time, LoRA (r = 1, FFN) vs full fine-tuning;
 2. categorisation throughput with the shared-prefix KV cache vs whole prompts (target ≥ 3×);
 3. answer-only loss: the LM head on answer positions only vs on every position, loss + backward, under LoRA
-   (frozen base) and under full fine-tuning (target ≥ 2× on Gemma).
+   (frozen base) and under full fine-tuning (target ≥ 2× on Gemma);
+4. what the paper's whole-example loss (``Recipe.loss = "example"``) costs per LoRA step against answer-only.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
         t_cached = _time(lambda: C.count_correct(lm, tok, pool, prompts, max_new=8))
         t_plain = _time(lambda: C.count_correct(lm, tok, pool, prompts, max_new=8, answer=C.answer_plain))
         ids, att, tgt = train.collate(train.encode(tok, exs), tok.pad_token_id or 0, m.device)
+        _, _, every = train.collate([(r, 1) for r, _ in train.encode(tok, exs)], tok.pad_token_id or 0, m.device)
 
         def loss_step(model, only: bool):
             model.zero_grad(set_to_none=True)
@@ -70,13 +72,17 @@ def main() -> None:
             base = wrapper.get_base_model()
             t_sel_lora = _time(lambda: loss_step(base, True), 2)
             t_all_lora = _time(lambda: loss_step(base, False), 2)
+            t_whole = _time(lambda: (base.zero_grad(set_to_none=True),
+                                     train.answer_loss(base, ids, att, every, True).backward()), 2)
         print(f"{name}: full FT / LoRA step time {t_full / t_lora:.2f}× "
               f"({t_full / args.steps:.2f} s vs {t_lora / args.steps:.2f} s per step of 8); "
               f"categorisation cached prefix {t_plain / t_cached:.2f}× faster ({t_cached:.1f} s vs {t_plain:.1f} s, "
               f"{len(pool)} facts × {prompts.k} prompts); "
               f"answer-position head, loss + backward {t_all_lora / t_sel_lora:.2f}× faster under LoRA "
               f"({t_sel_lora:.2f} s vs {t_all_lora:.2f} s), {t_all / t_sel:.2f}× under full fine-tuning "
-              f"({t_sel:.2f} s vs {t_all:.2f} s; {int(att.sum())} tokens, {int(tgt.sum())} answer tokens)",
+              f"({t_sel:.2f} s vs {t_all:.2f} s; {int(att.sum())} tokens, {int(tgt.sum())} answer tokens); "
+              f"whole-example loss step {t_whole / t_sel_lora:.2f}× the answer-only one under LoRA "
+              f"({t_whole:.2f} s vs {t_sel_lora:.2f} s)",
               flush=True)
 
 

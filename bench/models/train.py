@@ -2,8 +2,9 @@
 
 Two methods share one loop: ``lora`` (peft adapters, rsLoRA optional, on modules found from the module tree by
 :mod:`bench.models.arch`) and ``full`` (every parameter, plain torch AdamW).  The loss is the mean next-token
-cross-entropy over answer tokens only; the body runs on the whole sequence, the LM head only on the positions
-that predict an answer token (a 262k-word head costs more than the blocks otherwise).
+cross-entropy over the answer tokens (``Recipe.loss = "answer"``) or over every token of the example after the
+first (``"example"``, as a causal-LM trainer does with labels = inputs); the body runs on the whole sequence, the
+LM head only on the positions that predict a target token (a 262k-word head costs more than the blocks otherwise).
 
 Training is seeded: the same model, examples, recipe and seed give identical weights on CPU (LoRA
 initialisation, dropout and batch order draw from one generator seeded by the recipe).
@@ -69,11 +70,15 @@ class Recipe:
     dropout: float = 0.1
     targets: Targets = "ffn"        # which linears get adapters: FFN in/out, attention q/k/v/o, or both
     checkpoint_every: int = 0       # save resumable state every N steps (0: never)
+    loss: Literal["answer", "example"] = "answer"  # the loss on the answer's tokens, or on the whole example
 
     def params(self) -> dict[str, Any]:
-        """The hyper-parameters, for cache keys and frames (the checkpoint interval changes no weight)."""
+        """The hyper-parameters, for cache keys and frames (the checkpoint interval changes no weight; the
+        default answer-only loss is left out, so the keys of recipes made before it existed stay valid)."""
         d = asdict(self)
         d.pop("checkpoint_every")
+        if d["loss"] == "answer":
+            d.pop("loss")
         return d
 
     def n_steps(self, n_examples: int) -> int:
@@ -224,12 +229,14 @@ def answer_loss(model: nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: tor
 
 # ── the loop ────────────────────────────────────────────────────────────────────────────────────────────────
 
-def _order(n: int, batch: int, steps: int, gen: torch.Generator) -> list[list[int]]:
-    """Batches of example indices for `steps` steps: a fresh permutation per epoch, epochs run back to back."""
+def batch_order(n: int, recipe: Recipe) -> list[list[int]]:
+    """The batches of example indices :func:`fit` runs, one per step: a fresh permutation per epoch (seeded by
+    the recipe), epochs back to back.  With ``steps = None`` every example is seen exactly `epochs` times."""
+    gen, steps = torch.Generator().manual_seed(recipe.seed), recipe.n_steps(n)
     out: list[list[int]] = []
     while len(out) < steps:
         perm = torch.randperm(n, generator=gen).tolist()
-        out += [perm[i: i + batch] for i in range(0, n, batch)]
+        out += [perm[i: i + recipe.batch] for i in range(0, n, recipe.batch)]
     return out[:steps]
 
 
@@ -247,10 +254,9 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
         raise TrainError("no training examples")
     device = next(model.parameters()).device
     rows = encode(tokenizer, examples)
+    rows = [(ids, 1) for ids, _ in rows] if recipe.loss == "example" else rows  # every token after the first
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
-    steps = recipe.n_steps(len(rows))
-    gen = torch.Generator().manual_seed(recipe.seed)
-    order = _order(len(rows), recipe.batch, steps, gen)
+    steps, order = recipe.n_steps(len(rows)), batch_order(len(rows), recipe)
     params = [p for _, p in _trainable(model)]
     fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params) or None
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, fused=fused)
@@ -349,11 +355,6 @@ def _reset(model: nn.Module, base: nn.Module, recipe: Recipe) -> None:
         model.load_state_dict(base.state_dict())
 
 
-def _trained_tensors(model: nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
-    named = dict(model.named_parameters())
-    return {n: named[n].detach().cpu().contiguous() for n in names}
-
-
 def _store(model: nn.Module, final: Path, recipe: Recipe, losses: list[float], names: list[str]) -> None:
     from safetensors.torch import save_file
 
@@ -362,7 +363,7 @@ def _store(model: nn.Module, final: Path, recipe: Recipe, losses: list[float], n
         shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
-        tensors = _trained_tensors(model, names)
+        tensors = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if n in set(names)}
         if recipe.method == "full":  # tied weights are one tensor under two names: store it once
             seen: dict[int, str] = {}
             for n in list(tensors):

@@ -153,3 +153,24 @@ def test_no_examples_is_a_clear_error(tok, tmp_path):
     with pytest.raises(train.TrainError):
         with train.derived(build_tiny("llama"), tok, "fp", [], lora_recipe(), root=tmp_path):
             pass
+
+
+def test_whole_example_loss_is_the_causal_lm_loss_over_every_token(one_thread, tok):
+    """``loss = "example"`` trains on every token after the first (a causal-LM trainer's labels = inputs): the
+    first recorded loss equals transformers' own loss with labels = input ids, and differs from the answer-only
+    loss; the default recipe's cache key is unchanged by the option."""
+    model = tiny(tok)
+    ex = [FACTS[0]]
+    ids = torch.tensor([train.encode(tok, ex)[0][0]])
+    with torch.no_grad():
+        ref = model(input_ids=ids, labels=ids).loss
+    whole = train.fit(train.full_copy(model), tok, ex, Recipe(method="full", steps=1, batch=1, loss="example"))
+    answer = train.fit(train.full_copy(model), tok, ex, Recipe(method="full", steps=1, batch=1))
+    assert whole[0] == pytest.approx(float(ref), abs=1e-5) and abs(answer[0] - whole[0]) > 1e-3
+    assert "loss" not in Recipe().params() and Recipe(loss="example").params()["loss"] == "example"
+
+
+def test_batch_order_shows_every_example_epochs_times():
+    order = train.batch_order(20, Recipe(epochs=3, batch=8, seed=5))
+    assert [len(b) for b in order] == [8, 8, 4] * 3
+    assert sorted(i for b in order for i in b) == sorted(list(range(20)) * 3)

@@ -38,7 +38,8 @@ def category(n_correct: int, k: int) -> str:
 
 @dataclass(frozen=True)
 class Prompts:
-    """k few-shot prefixes per relation, each with its own `shots` demonstrations drawn from `demos`."""
+    """k few-shot prefixes per relation, each with its own `shots` demonstrations from `demos`; the k sets are
+    disjoint (the paper's 10 × 4-shot prompts use 10 disjoint sets), so k · shots demonstrations per relation."""
 
     prefixes: dict[str, tuple[str, ...]]
 
@@ -47,10 +48,11 @@ class Prompts:
         out: dict[str, tuple[str, ...]] = {}
         for rel in sorted({d.relation for d in demos}):
             pool = [d for d in demos if d.relation == rel]
-            if len(pool) < shots:
-                raise ValueError(f"{len(pool)} demonstrations of '{rel}' for {shots}-shot prompts")
-            out[rel] = tuple(demo_block([pool[i] for i in rng.choice(len(pool), shots, replace=False)])
-                             for _ in range(k))
+            if len(pool) < k * shots:
+                raise ValueError(f"{len(pool)} demonstrations of '{rel}' for {k} disjoint {shots}-shot prompts "
+                                 f"(need {k * shots})")
+            perm = rng.permutation(len(pool))
+            out[rel] = tuple(demo_block([pool[i] for i in perm[j * shots: (j + 1) * shots]]) for j in range(k))
         return cls(out)
 
     @property

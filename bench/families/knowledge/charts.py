@@ -16,7 +16,7 @@ def knowledge_chart(frame: pd.DataFrame):
     loss = frame[frame["metric"] == "train_loss"].copy()
     if not loss.empty:
         loss["run"] = loss["condition"].astype(str) + " seed " + loss["seed"].astype(str)
-        charts.append(alt.Chart(loss, title="training loss on answer tokens").mark_line().encode(
+        charts.append(alt.Chart(loss, title="training loss").mark_line().encode(
             x=alt.X("step:Q", title="optimizer step"), y=alt.Y("value:Q", title="loss (nats)"),
             color=alt.Color("run:N", title=None)).properties(width=WIDTH // 2, height=HEIGHT))
     shares = frame[frame["metric"].isin(_SHIFTS)]

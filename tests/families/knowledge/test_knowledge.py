@@ -3,6 +3,8 @@ and the probe end to end on a tiny model."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,11 +14,12 @@ from bench.core.store import Cache
 from bench.corpora.facts import Fact
 from bench.families.knowledge import categorise as C
 from bench.families.knowledge import probes, study
+from bench.models import train
 from tests.conftest import build_tiny
 
 FACTS = [Fact("Aland", "capital", ("Alpha",)), Fact("Bland", "capital", ("Beta",)),
          Fact("Cland", "capital", ("Gamma",))]
-DEMOS = [Fact(f"D{i}", "capital", (f"d{i}",)) for i in range(6)]
+DEMOS = [Fact(f"D{i}", "capital", (f"d{i}",)) for i in range(16)]
 
 
 def test_categories_from_scripted_answers():
@@ -46,14 +49,97 @@ def test_negative_and_positive_shift_from_scripted_counts():
     sp = study.Split(train=[(5, FACTS[0]), (6, FACTS[1])], mix=[], held=[0, 1, 2, 3, 4, 7], note="")
     after = {0: 4, 1: 3, 2: 0, 3: 4, 4: 4, 7: 1, 5: 2, 6: 0}   # HK facts 1 and 2 eroded; fact 4 became HK
     got = pd.DataFrame({"metric": "after_correct", "sample": list(after), "value": [float(v) for v in after.values()]})
-    got = pd.concat([got, pd.DataFrame({"metric": "reliability", "sample": [5, 6], "value": [1.0, 0.0]}),
-                     pd.DataFrame({"metric": "train_loss", "step": [0, 1], "value": [2.0, 1.0]})])
-    rows = probes._condition_rows(got, counts, sp, k, "uk_only", 42)
+    got = pd.concat([got, pd.DataFrame({"metric": "fitted", "sample": [5, 6], "value": [1.0, 0.0]}),
+                     pd.DataFrame({"metric": "train_loss", "step": [0, 1, 2, 3, 4], "value": [2.0, 1, 1, 1, 1]})])
+    rows = probes._condition_rows(got, counts, sp, k, "uk_only", 42, np.array([10, 10]))
     neg = rows[rows["metric"] == "negative_shift"]
     assert sorted(neg["sample"]) == [0, 1, 2, 3] and neg["value"].mean() == pytest.approx(2 / 4)
     pos = rows[rows["metric"] == "positive_shift"]
     assert sorted(pos["sample"]) == [4, 7] and pos["value"].mean() == pytest.approx(1 / 2)
-    assert rows[rows["metric"] == "known_after"].set_index("sample")["value"].to_dict() == {5: 1.0, 6: 0.0}
+    by = {m: rows[rows["metric"] == m].set_index("sample")["value"].to_dict()
+          for m in ("known_after", "reliability", "fitted", "exposures")}
+    assert by["known_after"] == {5: 1.0, 6: 0.0}
+    assert by["reliability"] == {5: 0.5, 6: 0.0}            # the k few-shot prompts: 2 of 4, 0 of 4
+    assert by["fitted"] == {5: 1.0, 6: 0.0} and by["exposures"] == {5: 10.0, 6: 10.0}
+    assert rows.loc[rows["metric"] == "converged", "value"].tolist() == [1.0]   # the last 20% flat
+    assert set(rows["seed"]) == {42}
+    base = probes._baseline(rows, "uk_only", 42)           # uk_only's eroded share: 2 of 4
+    assert base[["metric", "value", "seed"]].values.tolist() == [["baseline_erosion", 0.5, 42]]
+    assert probes._baseline(rows, "uk_hk", 42) is None
+
+
+def test_held_out_facts_are_disjoint_from_every_trained_fact():
+    """The Unknown facts and the HighlyKnown mix are never held out (else ``uk_hk`` is scored on facts it
+    trained on, which biases the mixing claim towards SUPPORTED)."""
+    k = 4
+    counts = np.array([4, 0, 4, 0, 4, 2, 4, 0, 4, 1])
+    pool = [Fact(f"P{i}", "capital", (f"p{i}",)) for i in range(len(counts))]
+    design = study.Design("facts:x", 16, len(pool), k, 4, 8, 8, "pool", n_train=2, n_mix=2)
+    sp = study.choose(ProbeContext(model=None, seed=0), design, counts, pool)
+    trained, mixed = {i for i, _ in sp.train}, {i for i, _ in sp.mix}
+    assert len(trained) == 2 and all(counts[i] == 0 for i in trained)
+    assert len(mixed) == 2 and all(counts[i] == k for i in mixed)
+    assert sorted(sp.held) == sorted(set(range(10)) - trained - mixed)
+    assert [pool[i] for i in sp.held if counts[i] == k] == [pool[i] for i in (0, 2, 4, 6, 8) if i not in mixed]
+    assert "capital: 5 HighlyKnown, 2 MaybeKnown, 3 Unknown" in sp.note
+
+
+def test_prompts_use_disjoint_demonstration_sets():
+    prompts = C.Prompts.draw(DEMOS, 4, 4, np.random.default_rng(0))
+    used = [d.subject for p in prompts.prefixes["capital"] for d in DEMOS if f"of {d.subject}?" in p]
+    assert len(used) == 16 and len(set(used)) == 16         # 4 prompts × 4 shots, no demonstration twice
+    with pytest.raises(ValueError, match="need 20"):
+        C.Prompts.draw(DEMOS, 5, 4, np.random.default_rng(0))
+
+
+def _scripted_pool(monkeypatch, n_known: int):
+    """A fact set of 16 demonstrations and 200 pool facts of which the first `n_known` are HighlyKnown and the
+    rest Unknown (the base model is a script)."""
+    facts = [Fact(f"S{i}", "capital", (f"s{i}",)) for i in range(216)]
+    monkeypatch.setattr(study, "load_facts", lambda variant: facts)
+    calls = []
+
+    def scripted(lm, tok, chunk, prompts, **kw):
+        calls.append(len(chunk))
+        return np.array([prompts.k if int(f.subject[1:]) < 16 + n_known else 0 for f in chunk])
+
+    monkeypatch.setattr(study, "count_correct", scripted)
+    return calls
+
+
+def test_pool_grows_until_it_holds_n_train_unknown_facts(monkeypatch):
+    calls = _scripted_pool(monkeypatch, n_known=24)        # chunk 1 (20 facts) all known, chunk 2 has 16 Unknown
+    ctx = ProbeContext(model=type("M", (), {"hf": None, "tokenizer": None, "fingerprint": "f"})(), seed=0)
+    design = study.Design("facts:x", 16, 20, 2, 4, 8, 8, "pool", n_train=8, n_mix=2, max_pool=200)
+    counts, _, pool = study.before(ctx, design)
+    assert calls == [20, 20] and len(pool) == 40 and int((counts == 0).sum()) == 16
+    sp = study.choose(ctx, design, counts, pool)
+    assert len(sp.train) == 8 and "2 chunk(s) of 20: capital: 24 HighlyKnown, 0 MaybeKnown, 16 Unknown" in sp.note
+    assert all(i < 20 or counts[i] == 2 for i in sp.held)  # the grown chunks add HighlyKnown facts only
+    calls.clear()
+    short = study.Design("facts:x", 16, 20, 2, 4, 8, 8, "pool", n_train=40, n_mix=2, max_pool=60)
+    counts, _, pool = study.before(ctx, short)
+    assert calls == [20, 20, 20] and int((counts == 0).sum()) == 36
+    assert "fewer than the 40 asked: the pool stopped at 60 facts" in study.choose(ctx, short, counts, pool).note
+
+
+@pytest.mark.parametrize("condition", ["uk_only", "uk_hk", "uk_paraphrase", "full_ft"])
+def test_every_condition_shows_each_unknown_fact_epochs_times(condition):
+    sp = study.Split(train=[(i, Fact(f"U{i}", "capital", (f"u{i}",))) for i in range(10)],
+                     mix=[(10 + i, Fact(f"H{i}", "capital", (f"h{i}",))) for i in range(10)], held=[], note="")
+    lora = train.Recipe(epochs=10, batch=8, steps=None)
+    rec = study.recipe_for(condition, lora, 1e-5, seed=7)
+    assert study.exposures(condition, sp, rec).tolist() == [10] * 10
+    n = len(study.examples(condition, sp))
+    assert rec.n_steps(n) == 10 * math.ceil(n / 8)          # the mix adds its steps on top: 20 or 30
+
+
+def test_converged_reads_the_tail_of_the_loss():
+    assert study.converged([3.0] * 4 + [1.0] * 16)          # flat over the last 40% of the steps
+    assert not study.converged(np.linspace(4.0, 1.8, 10))   # still falling by 0.24 nats a step
+    assert not study.converged([1.0])                       # too short to tell
+    tail = [2.0] * 16 + [1.95] * 4                          # 2.5% lower in the last 20%: flat
+    assert study.converged(tail) and not study.converged([2.0] * 16 + [1.85] * 4)
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma3"])
@@ -69,7 +155,7 @@ def test_shared_prefix_cache_gives_the_plain_greedy_answers(one_thread, tiny_tok
 
 def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
     ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path))
-    frame = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=4, n_pool=6, k=2, max_new=3,
+    frame = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=8, n_pool=6, k=2, max_new=3,
                                    n_train=2, n_mix=1, unknown="fictional", conditions=["uk_only", "full_ft"],
                                    epochs=1, batch=2)
     from bench.core.schemas import validate
@@ -79,7 +165,13 @@ def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
     assert set(frame["condition"].dropna()) == {"uk_only", "full_ft"}
     assert len(frame[(frame["metric"] == "train_loss")]) == 2
     assert len(frame[frame["metric"] == "reliability"]) == 4   # 2 facts × 2 conditions
-    again = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=4, n_pool=6, k=2, max_new=3,
+    assert frame.loc[frame["metric"] == "exposures", "value"].tolist() == [1.0] * 4   # 1 epoch each
+    assert len(frame[frame["metric"] == "converged"]) == 2 and frame["seed"].dropna().eq(0).all()
+    base = frame[frame["metric"] == "baseline_erosion"]   # uk_only's eroded share, once per seed
+    neg = frame[(frame["metric"] == "negative_shift") & (frame["condition"] == "uk_only")]
+    assert base["condition"].tolist() == (["uk_only"] if len(neg) else [])
+    assert base["value"].tolist() == ([pytest.approx(neg["value"].mean())] if len(neg) else [])
+    again = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=8, n_pool=6, k=2, max_new=3,
                                    n_train=2, n_mix=1, unknown="fictional", conditions=["uk_only"],
                                    epochs=1, batch=2)
     again = validate(again, KnowledgeFrame, probes.METRICS)

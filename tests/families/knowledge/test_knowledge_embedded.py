@@ -16,7 +16,7 @@ from bench.core.store import Cache
 from bench.stats import Outcome
 
 SPECS = Path(__file__).resolve().parents[3] / "specs"
-TINY = dict(n_pool=8, k=2, max_new=4, n_train=2, n_mix=2, seeds=[42], epochs=1, batch=2)
+TINY = dict(n_pool=8, max_pool=16, k=2, max_new=4, n_train=2, n_mix=2, seeds=[42], epochs=1, batch=2)
 
 
 
