@@ -1,0 +1,125 @@
+"""Wiring of the ecm probes: which prompt, which demonstrations and which token budget each cell gets.
+
+The decoder is replaced by a scripted answerer (``greedy`` in the probe module, the one seam the probes call),
+so the right frame is known exactly: the answerer counts the demonstration lines it was given and answers
+correctly only from a known number of them on.  A probe that gives every count the same prefix, pairs a prompt
+with another item's answer, or swaps the two chain-of-thought conditions yields different values here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.core import registry
+from bench.core.context import ProbeContext
+from bench.families.ecm import probes as ecm_probes
+from bench.families.ecm import tasks as gen
+
+DEMO_LINE = re.compile(r"^.+ -> .+$")
+
+
+def _scripted(calls: list, answer_of, rule):
+    """A stand-in for ``greedy``: records each call and answers each row with ``rule(prompt, prefix, budget)``."""
+
+    def greedy(model, prompts, prefix, max_new_tokens, batch, progress=None):
+        budgets = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * len(prompts)
+        assert len(prefix) == len(prompts) == len(budgets)
+        calls.append((list(prompts), list(prefix), budgets))
+        return [rule(p, pre, b, answer_of) for p, pre, b in zip(prompts, prefix, budgets)]
+
+    return greedy
+
+
+def _demo_count(prefix: str) -> int:
+    return sum(bool(DEMO_LINE.match(line)) for line in prefix.splitlines())
+
+
+@pytest.fixture
+def icl_answers():
+    """query → answer over every item the tasks can draw (queries are unique within a task)."""
+    return {t: {it.query: it.answer for it in gen._pool(t)} for t in ("successor", "uppercase")}
+
+
+def _icl_rule(prompt, prefix, budget, answer_of):
+    """Right answer once the prompt has 2 demonstrations or more, a wrong one before; the count is echoed."""
+    n = _demo_count(prefix)
+    task = "uppercase" if prefix.startswith(gen.HEADERS["uppercase"]) else "successor"
+    query = prompt.removesuffix(" ->")
+    assert prompt.endswith(" ->") and query in answer_of[task], prompt
+    said = answer_of[task][query] if n >= 2 else "wrong"
+    return f" {said} [{n}]"
+
+
+def test_icl_each_count_gets_its_own_number_of_demonstrations(monkeypatch, icl_answers):
+    calls: list = []
+    monkeypatch.setattr(ecm_probes, "greedy", _scripted(calls, icl_answers, _icl_rule))
+    demos = [0, 1, 2, 4]
+    frame = registry.probe("icl_demonstrations").call(
+        ProbeContext(model=None, seed=3), tasks=["successor", "uppercase"], n_items=5, demos=demos)
+    assert len(calls) == 1
+    echoed = frame["output"].str.extract(r"\[(\d+)\]$")[0].astype(int)
+    assert echoed.tolist() == frame["n_demos"].astype(int).tolist()  # each row saw exactly its k demonstrations
+    assert (frame["condition"] == "k=" + frame["n_demos"].astype(str)).all()
+    acc = frame.groupby(["task", "n_demos"])["value"].mean()
+    for task in ("successor", "uppercase"):
+        assert [acc[(task, k)] for k in demos] == [0.0, 0.0, 1.0, 1.0]
+    # the demonstrations shown are the task's own, never one of its queries, and nested across counts
+    prompts, prefixes, _ = calls[0]
+    for prompt, prefix in zip(prompts, prefixes):
+        shown = {line.split(" -> ")[0] for line in prefix.splitlines() if DEMO_LINE.match(line)}
+        assert prompt.removesuffix(" ->") not in shown
+    # one item id per (task, item), the same under every count, with the item's own answer
+    for (task, item), group in frame.groupby(["task", "item"]):
+        assert len(group) == len(demos) and group["answer"].nunique() == 1
+    assert frame.groupby("task")["item"].nunique().tolist() == [5, 5]
+    assert frame["item"].nunique() == 10
+
+
+def test_icl_prefix_is_a_function_of_the_count_only(monkeypatch, icl_answers):
+    calls: list = []
+    monkeypatch.setattr(ecm_probes, "greedy", _scripted(calls, icl_answers, _icl_rule))
+    registry.probe("icl_demonstrations").call(ProbeContext(model=None, seed=0), tasks=["successor"], n_items=4,
+                                              demos=[0, 3, 1])
+    _, prefixes, _ = calls[0]
+    counts = [_demo_count(p) for p in prefixes]
+    assert counts == [0] * 4 + [3] * 4 + [1] * 4
+    by_k = {k: {p for p, c in zip(prefixes, counts) if c == k} for k in (0, 1, 3)}
+    assert all(len(v) == 1 for v in by_k.values())
+    assert next(iter(by_k[3])).startswith(next(iter(by_k[1])))  # k demonstrations are the first k of one list
+
+
+@pytest.fixture
+def problems():
+    return {p.question: p for s in (0, 1) for p in gen.word_problems(30, 5, stream=s, steps=(2, 3))}
+
+
+def _cot_rule(prompt, prefix, budget, answer_of):
+    """Right when the demonstrations are worked (they hold equations), off by one after direct answers."""
+    question = prompt.removeprefix("Question: ").removesuffix("\nAnswer:")
+    p = answer_of[question]
+    worked = "=" in prefix
+    return f" The answer is {p.answer if worked else p.answer + 1}. <{budget}>"
+
+
+def test_cot_conditions_get_their_own_demonstrations_and_budgets(monkeypatch, problems):
+    calls: list = []
+    monkeypatch.setattr(ecm_probes, "greedy", _scripted(calls, problems, _cot_rule))
+    frame = registry.probe("cot_multistep").call(ProbeContext(model=None, seed=5), n_items=6, n_demos=3,
+                                                 max_new_tokens_cot=40, max_new_tokens_direct=7)
+    assert frame.groupby("condition")["value"].mean().to_dict() == {"cot": 1.0, "direct": 0.0}
+    budget = frame["output"].str.extract(r"<(\d+)>$")[0].astype(int)
+    assert budget[frame["condition"] == "cot"].eq(40).all() and budget[frame["condition"] == "direct"].eq(7).all()
+    prompts, prefixes, _ = calls[0]
+    items = gen.word_problems(6, 5, stream=1, steps=(2, 3))
+    demos = gen.word_problems(3, 5, stream=0, steps=(2, 3))
+    assert prompts == [gen.cot_query(p) for p in items] * 2
+    assert set(prefixes) == {gen.cot_prefix(demos, True), gen.cot_prefix(demos, False)}
+    assert prefixes[0].count("Question:") == 3
+    assert not {p.question for p in items} & {d.question for d in demos}  # test items never among demonstrations
+    # rows are paired by item: the same item id carries the same problem (steps, answer) under both conditions
+    for i, group in frame.groupby("item"):
+        assert len(group) == 2 and group["answer"].tolist() == [str(items[i].answer)] * 2
+        assert group["steps"].tolist() == [items[i].steps] * 2
+    assert frame["n_demos"].eq(3).all()
