@@ -20,7 +20,6 @@ from bench.core import registry, schemas
 from bench.core.context import ProbeContext
 from bench.families.circuits import attention_metrics as am
 from bench.families.circuits import composition as comp
-from bench.families.circuits import direct_path as dp
 from bench.families.circuits import lm
 from bench.families.circuits.lm import Repeats, candidate_ids
 from bench.models import arch as arch_mod
