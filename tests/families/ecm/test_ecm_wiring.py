@@ -111,7 +111,9 @@ def test_one_item_and_one_demonstration_are_enough(monkeypatch, icl_answers, pro
     monkeypatch.setattr(ecm_probes, "greedy", _scripted([], icl_answers, _icl_rule))
     assert len(_call("icl_demonstrations", 0, tasks=["successor"], n_items=1, demos=[0])) == 1
     monkeypatch.setattr(ecm_probes, "greedy", _scripted([], problems, _cot_rule))
-    assert len(_call("cot_multistep", 5, n_items=1, n_demos=0, step_counts=[1])) == 2
+    one = _call("cot_multistep", 5, n_items=1, n_demos=1, step_counts=[1])
+    assert len(one) == 2 and one["steps"].eq(1).all()  # the step counts asked for, not the default ones
+    assert one["task"].eq("word_problems").all()
 
 
 def test_icl_prefix_is_a_function_of_the_count_only(monkeypatch, icl_answers):
