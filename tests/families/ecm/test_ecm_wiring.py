@@ -57,12 +57,13 @@ def icl_answers():
 
 
 def _icl_rule(prompt, prefix, budget, answer_of):
-    """Right answer once the prompt has 2 demonstrations or more, a wrong one before; the count is echoed."""
+    """Right answer once the prompt has 2 demonstrations or more (uppercase: 1 or more), a wrong one before; the
+    count is echoed."""
     n = _demo_count(prefix)
     task = "uppercase" if prefix.startswith(gen.HEADERS["uppercase"]) else "successor"
     query = prompt.removesuffix(" ->")
     assert prompt.endswith(" ->") and query in answer_of[task], prompt
-    said = answer_of[task][query] if n >= 2 else "wrong"
+    said = answer_of[task][query] if n >= (1 if task == "uppercase" else 2) else "wrong"
     return f" {said} [{n}]"
 
 
@@ -77,8 +78,8 @@ def test_icl_each_count_gets_its_own_number_of_demonstrations(monkeypatch, icl_a
     assert echoed.tolist() == frame["n_demos"].astype(int).tolist()  # each row saw exactly its k demonstrations
     assert (frame["condition"] == "k=" + frame["n_demos"].astype(str)).all()
     acc = frame.groupby(["task", "n_demos"])["value"].mean()
-    for task in ("successor", "uppercase"):
-        assert [acc[(task, k)] for k in demos] == [0.0, 0.0, 1.0, 1.0]
+    assert [acc[("successor", k)] for k in demos] == [0.0, 0.0, 1.0, 1.0]
+    assert [acc[("uppercase", k)] for k in demos] == [0.0, 1.0, 1.0, 1.0]
     # the demonstrations shown are the task's own, never one of its queries, and nested across counts
     prompts, prefixes, _, _ = calls[0]
     for prompt, prefix in zip(prompts, prefixes):
@@ -90,30 +91,35 @@ def test_icl_each_count_gets_its_own_number_of_demonstrations(monkeypatch, icl_a
     assert sorted(set(frame[frame["task"] == "successor"]["item"])) == list(range(5))  # task t: t · n_items + i
     assert sorted(set(frame[frame["task"] == "uppercase"]["item"])) == list(range(5, 10))
     assert frame.attrs["notes"] == ["successor: accuracy 0.00@0, 0.00@1, 1.00@2, 1.00@4",
-                                    "uppercase: accuracy 0.00@0, 0.00@1, 1.00@2, 1.00@4"]
+                                    "uppercase: accuracy 0.00@0, 1.00@1, 1.00@2, 1.00@4"]
 
 
 @pytest.mark.parametrize("bad", [dict(tasks=[]), dict(n_items=0), dict(demos=[]), dict(demos=[0, -1])])
 def test_icl_refuses_empty_or_negative_settings(monkeypatch, icl_answers, bad):
     monkeypatch.setattr(ecm_probes, "greedy", _scripted([], icl_answers, _icl_rule))
-    with pytest.raises(ValueError, match="need at least one task, one item and demonstration counts ≥ 0"):
+    with pytest.raises(ValueError, match="^need at least one task, one item and demonstration counts ≥ 0$"):
         _call("icl_demonstrations", 0, **{"tasks": ["successor"], "n_items": 1, "demos": [0], **bad})
 
 
 @pytest.mark.parametrize("bad", [dict(n_items=0), dict(n_demos=-1), dict(step_counts=[]), dict(step_counts=[0, 2])])
 def test_cot_refuses_empty_or_negative_settings(monkeypatch, problems, bad):
     monkeypatch.setattr(ecm_probes, "greedy", _scripted([], problems, _cot_rule))
-    with pytest.raises(ValueError, match="need n_items ≥ 1, n_demos ≥ 0 and step counts ≥ 1"):
+    with pytest.raises(ValueError, match="^need n_items ≥ 1, n_demos ≥ 0 and step counts ≥ 1$"):
         _call("cot_multistep", 5, **{"n_items": 1, "n_demos": 0, **bad})
 
 
 def test_one_item_and_one_demonstration_are_enough(monkeypatch, icl_answers, problems):
     monkeypatch.setattr(ecm_probes, "greedy", _scripted([], icl_answers, _icl_rule))
     assert len(_call("icl_demonstrations", 0, tasks=["successor"], n_items=1, demos=[0])) == 1
-    monkeypatch.setattr(ecm_probes, "greedy", _scripted([], problems, _cot_rule))
+    calls: list = []
+    monkeypatch.setattr(ecm_probes, "greedy", _scripted(calls, problems, _cot_rule))
+    assert len(_call("cot_multistep", 5, n_items=1, n_demos=0, step_counts=[2])) == 2  # no demonstration at all
+    assert calls[-1][1] == ["", ""]
     one = _call("cot_multistep", 5, n_items=1, n_demos=1, step_counts=[1])
     assert len(one) == 2 and one["steps"].eq(1).all()  # the step counts asked for, not the default ones
     assert one["task"].eq("word_problems").all()
+    worked = calls[-1][1][0]
+    assert worked.count(" = ") == 1  # the demonstration has one step too: one equation
 
 
 def test_icl_prefix_is_a_function_of_the_count_only(monkeypatch, icl_answers):
