@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -107,18 +108,22 @@ def _env() -> dict[str, str]:
 
 
 def run_group(where: Path, jobs: int, seconds: float) -> str:
-    """Run mutmut in `where` (resuming what an earlier run there finished); returns how it ended."""
+    """Run mutmut in `where`; returns how it ended."""
     env = _env()
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("OMP_NUM_THREADS", "1")
     cmd = ["nice", "-n", "15", sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)]
     log_path = where / "mutmut.log"
     log_path.write_text("")
-    try:
-        with log_path.open("a") as log:
-            proc = subprocess.run(cmd, cwd=where, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return f"stopped at the time cap ({seconds / 60:.0f} min); the rest is 'not checked'"
+    with log_path.open("a") as log:  # its own process group, so the cap also stops mutmut's forked workers
+        proc = subprocess.Popen(cmd, cwd=where, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return f"stopped at the time cap ({seconds / 60:.0f} min); the rest is 'not checked'"
     if NO_TESTS in log_path.read_text(errors="replace"):
         (where / "no-tests").write_text("mutmut found no test that runs any mutated function\n")
         return "no test of the folder runs any mutated function: every mutant counts as untested"
@@ -167,11 +172,14 @@ def score_table(status: dict[str, str], equiv: dict[str, str]) -> tuple[list[str
     for mod, c in sorted(per.items()):
         killed = sum(c[s] for s in KILLED)
         missed = c["survived"] + c["no tests"]
-        score = killed / (killed + missed) if killed + missed else float("nan")
-        flag = "" if score >= TARGET else " (below 90%)"
         other = sum(c.values()) - killed - missed - c["equivalent"]
+        if killed + missed:
+            score = killed / (killed + missed)
+            shown = f"{score:.1%}" + ("" if score >= TARGET else " (below 90%)")
+        else:
+            shown = "— (nothing checked)"
         lines.append(f"| {mod} | {sum(c.values())} | {killed} | {c['survived']} | {c['no tests']} | "
-                     f"{c['equivalent']} | {other} | {score:.1%}{flag} |")
+                     f"{c['equivalent']} | {other} | {shown} |")
     return lines, survivors
 
 
