@@ -2,7 +2,7 @@
 VENV := .venv
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup verify test test-fast bench clean
+.PHONY: setup verify test test-fast mutation bench clean
 
 $(STAMP): scripts/setup.sh pyproject.toml
 	./scripts/setup.sh
@@ -18,6 +18,16 @@ test: $(STAMP)  ## everything, the full 10,000-mutant spec fuzz included (a plai
 
 test-fast: $(STAMP)  ## the unit tests only, without the real embedded models
 	$(VENV)/bin/python -m pytest -q -m "not embedded"
+
+# Mutation score per probe and rule module (slow: hours for everything on 2 cores; not part of CI).
+# MODULES narrows it (`make mutation MODULES="bench/stats/basic.py bench/families/ecm/probes.py"`), JOBS and
+# MINUTES (cap per test folder) are passed on; see docs/mutation.md.
+MODULES ?=
+JOBS ?= 1
+MINUTES ?= 60
+mutation: $(STAMP)
+	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/python -m pip install --quiet -e ".[mutation]"
+	$(VENV)/bin/python scripts/mutation.py --jobs $(JOBS) --minutes $(MINUTES) $(MODULES)
 
 clean:
 	rm -rf runs/ .pytest_cache

@@ -1,0 +1,227 @@
+"""Mutation testing of the probe and rule modules with mutmut: a score per module and the surviving mutants.
+
+    python scripts/mutation.py [MODULE.py …] [--jobs N] [--minutes M] [--out build/mutation]
+
+Without modules it takes every module of ``bench/stats/`` and ``bench/families/*/`` except ``__init__.py``,
+``charts.py`` and ``schemas.py`` (declarations, no behaviour).  Each module is tested against its matching test
+folder (``bench/stats/x.py`` → ``tests/stats``, ``bench/families/F/x.py`` → ``tests/families/F``), the embedded
+and fuzz tests left out.  Modules are grouped by test folder; each group runs in a fresh scratch copy of the
+repository under ``--out`` (bench/, tests/, specs/ and a pyproject.toml whose ``[tool.mutmut]`` table names the
+group's modules and tests), so the working tree is never touched and a group's results can be re-read later
+(``--report-only``).
+
+The score of a module is killed / (killed + survived + untested), a timeout counting as killed; mutants named in
+``docs/mutation-equivalent.txt`` (one name a line, ``#`` starts the reason) are left out of the score.  Writes
+``scores.md`` and ``survivors.txt`` under ``--out`` and prints the table.  Exit status 0 even when a module is
+below the target: the figure is for the note, not a gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP = {"__init__.py", "charts.py", "schemas.py"}
+TARGET = 0.90
+KILLED = {"killed", "timeout", "caught by type check"}
+MISSED = {"survived", "no tests"}
+NO_TESTS = "could not find any test case for any mutant"
+
+
+def default_modules() -> list[Path]:
+    found = sorted((ROOT / "bench" / "stats").glob("*.py")) + sorted((ROOT / "bench" / "families").glob("*/*.py"))
+    return [p.relative_to(ROOT) for p in found if p.name not in SKIP]
+
+
+def tests_for(module: Path) -> str:
+    parts = module.parts
+    if parts[:2] == ("bench", "stats"):
+        return "tests/stats"
+    if parts[:2] == ("bench", "families") and len(parts) == 4:
+        return f"tests/families/{parts[2]}"
+    raise SystemExit(f"{module}: no matching test folder (only bench/stats/ and bench/families/*/ are mapped)")
+
+
+def undecorate(source: str) -> str:
+    """`source` with every decorated top-level function rewritten as a plain ``def`` followed by
+    ``name = deco(name)``: the same module once imported, but mutmut (which leaves decorated functions alone,
+    and every probe and rule is one) now mutates their bodies."""
+    import libcst as cst
+
+    class Rewrite(cst.CSTTransformer):
+        def leave_Module(self, original, updated):
+            body = []
+            for stmt in updated.body:
+                if isinstance(stmt, cst.FunctionDef) and stmt.decorators:
+                    wrapped: cst.BaseExpression = stmt.name
+                    for deco in reversed(stmt.decorators):
+                        wrapped = cst.Call(func=deco.decorator, args=[cst.Arg(wrapped)])
+                    body.append(stmt.with_changes(decorators=[]))
+                    body.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(stmt.name)], wrapped)]))
+                else:
+                    body.append(stmt)
+            return updated.with_changes(body=body)
+
+    return cst.parse_module(source).visit(Rewrite()).code
+
+
+def _toml_list(values: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+def scratch_copy(where: Path, modules: list[Path], tests: str) -> None:
+    """bench/, tests/, specs/ and a pyproject.toml restricted to `modules` and `tests`, under `where`."""
+    shutil.rmtree(where, ignore_errors=True)  # a fresh start: mutmut would keep stale copies of changed files
+    where.mkdir(parents=True)
+    for name in ("bench", "tests", "specs"):
+        shutil.copytree(ROOT / name, where / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for m in modules:
+        (where / m).write_text(undecorate((ROOT / m).read_text()))
+    text = (ROOT / "pyproject.toml").read_text()
+    table = re.search(r"^\[tool\.mutmut\]\n(.*?)(?=^\[|\Z)", text, re.S | re.M)
+    base = table.group(1) if table else ""
+    keep = "\n".join(line for line in base.splitlines()
+                     if not line.startswith(("only_mutate", "pytest_add_cli_args_test_selection")))
+    text = text.replace(table.group(0), "") if table else text
+    text += ("\n[tool.mutmut]\n" + keep.strip() + "\n"
+             f"only_mutate = {_toml_list([str(m) for m in modules])}\n"
+             f"pytest_add_cli_args_test_selection = {_toml_list([tests])}\n")
+    (where / "pyproject.toml").write_text(text)
+
+
+def _env() -> dict[str, str]:
+    """The environment without the working tree on PYTHONPATH: the tests must import the mutated copy."""
+    env = dict(os.environ)
+    keep = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    env["PYTHONPATH"] = os.pathsep.join(keep)
+    return env
+
+
+def run_group(where: Path, jobs: int, seconds: float) -> str:
+    """Run mutmut in `where`; returns how it ended."""
+    env = _env()
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    cmd = ["nice", "-n", "15", sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)]
+    log_path = where / "mutmut.log"
+    log_path.write_text("")
+    with log_path.open("a") as log:  # its own process group, so the cap also stops mutmut's forked workers
+        proc = subprocess.Popen(cmd, cwd=where, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return f"stopped at the time cap ({seconds / 60:.0f} min); the rest is 'not checked'"
+    if NO_TESTS in log_path.read_text(errors="replace"):
+        (where / "no-tests").write_text("mutmut found no test that runs any mutated function\n")
+        return "no test of the folder runs any mutated function: every mutant counts as untested"
+    return "finished" if proc.returncode == 0 else f"mutmut exited {proc.returncode} (see {log_path})"
+
+
+def results(where: Path) -> dict[str, str]:
+    """mutant name → status, from ``mutmut results --all true``."""
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=where, env=_env(),
+                         capture_output=True, text=True).stdout
+    pairs = (line.strip().rsplit(": ", 1) for line in out.splitlines() if ": " in line)
+    found = {name: status for name, status in pairs if "__mutmut_" in name}
+    if (where / "no-tests").exists():  # mutmut stopped before testing: nothing in the folder reaches them
+        found = {name: "no tests" for name in found}
+    return found
+
+
+def module_of(mutant: str) -> str:
+    return mutant.split("__mutmut_")[0].rsplit(".", 1)[0]
+
+
+def equivalents() -> dict[str, str]:
+    path = ROOT / "docs" / "mutation-equivalent.txt"
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        name, _, why = line.partition("#")
+        if name.strip():
+            out[name.strip()] = why.strip()
+    return out
+
+
+def score_table(status: dict[str, str], equiv: dict[str, str]) -> tuple[list[str], list[str]]:
+    per: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    survivors = []
+    for name, s in sorted(status.items()):
+        if name in equiv:
+            per[module_of(name)]["equivalent"] += 1
+            continue
+        per[module_of(name)][s] += 1
+        if s in MISSED:
+            survivors.append(f"{name}: {s}")
+    lines = ["| module | mutants | killed | survived | untested | equivalent | not checked | score |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for mod, c in sorted(per.items()):
+        killed = sum(c[s] for s in KILLED)
+        missed = c["survived"] + c["no tests"]
+        other = sum(c.values()) - killed - missed - c["equivalent"]
+        if killed + missed:
+            score = killed / (killed + missed)
+            shown = f"{score:.1%}" + ("" if score >= TARGET else " (below 90%)")
+        else:
+            shown = "— (nothing checked)"
+        lines.append(f"| {mod} | {sum(c.values())} | {killed} | {c['survived']} | {c['no tests']} | "
+                     f"{c['equivalent']} | {other} | {shown} |")
+    return lines, survivors
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("modules", nargs="*", type=Path, help="module files (default: every probe and rule module)")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants tested at once (default 1: the machine is shared)")
+    ap.add_argument("--minutes", type=float, default=60.0, help="time cap per test folder (default 60)")
+    ap.add_argument("--out", type=Path, default=ROOT / "build" / "mutation")
+    ap.add_argument("--report-only", action="store_true", help="re-read the results under --out, run nothing")
+    args = ap.parse_args()
+    try:
+        import mutmut  # noqa: F401
+    except ImportError:
+        print("mutmut is not installed: pip install -e '.[mutation]' (or `make mutation`)", file=sys.stderr)
+        return 2
+    modules = [m if not m.is_absolute() else m.relative_to(ROOT) for m in args.modules] or default_modules()
+    groups: dict[str, list[Path]] = collections.defaultdict(list)
+    for m in modules:
+        if not (ROOT / m).is_file():
+            print(f"{m}: no such module", file=sys.stderr)
+            return 2
+        groups[tests_for(m)].append(m)
+    status: dict[str, str] = {}
+    for tests, mods in groups.items():
+        where = args.out / tests.replace("/", "-")
+        if not args.report_only:
+            scratch_copy(where, mods, tests)
+            t0 = time.monotonic()
+            ended = run_group(where, args.jobs, args.minutes * 60)
+            print(f"{tests}: {len(mods)} module(s), {time.monotonic() - t0:.0f} s, {ended}", flush=True)
+        wanted = {str(m.with_suffix("")).replace("/", ".") for m in mods}
+        status.update({k: v for k, v in results(where).items() if module_of(k) in wanted})
+    lines, survivors = score_table(status, equivalents())
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "scores.md").write_text("\n".join(lines) + "\n")
+    (args.out / "survivors.txt").write_text("\n".join(survivors) + ("\n" if survivors else ""))
+    print("\n".join(lines))
+    print(f"\n{len(survivors)} surviving mutants listed in {args.out / 'survivors.txt'} "
+          f"(`cd {args.out}/<group> && python -m mutmut show NAME` prints one)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

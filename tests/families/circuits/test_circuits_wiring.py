@@ -1,0 +1,179 @@
+"""Wiring of the circuits probes: which head, which text, which model each number comes from.
+
+The known-answer tests of the formulas live beside each kernel; these check the bookkeeping around them with
+scripted inputs whose right frame is known: head scores chosen by hand (so the top heads are known), a
+"folded" model that is the original with its logits doubled (so the relative difference is exactly 1), and a
+corpus whose bigram counts are known and whose special tokens must split the texts.
+"""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench.core import registry, schemas
+from bench.core.context import ProbeContext
+from bench.families.circuits import attention_metrics as am
+from bench.families.circuits import composition as comp
+from bench.families.circuits import lm
+from bench.families.circuits.lm import Repeats, candidate_ids
+from bench.models import arch as arch_mod
+
+
+def run_probe(name: str, model, **params):
+    info = registry.probe(name)
+    return schemas.validate(info.call(ProbeContext(model=model, seed=0), **params), info.schema, info.metrics)
+
+
+def test_induction_frame_holds_every_layer_metric_and_copy_of_a_plain_forward(loaded_tiny, one_thread):
+    frame = run_probe("induction", loaded_tiny, seq_len=6, batch=3)
+    ids = am.repeated_random_tokens(candidate_ids(loaded_tiny.tokenizer, loaded_tiny.hf.config.vocab_size), 3, 6,
+                                    torch.Generator().manual_seed(0))
+    hf = copy.deepcopy(loaded_tiny.hf)
+    hf.set_attn_implementation("eager")
+    with torch.no_grad():
+        out = hf(input_ids=ids, output_attentions=True)
+    for layer, att in enumerate(out.attentions):
+        for metric, want in (("induction_score", am.induction_scores(att, 6)),
+                             ("prev_token_score", am.previous_token_scores(att))):
+            got = frame[(frame.metric == metric) & (frame.layer == layer)].sort_values(["sample", "head"])
+            np.testing.assert_allclose(got["value"].to_numpy(), want.flatten().numpy(), rtol=1e-5, atol=1e-6)
+    first, second = am.copy_losses(out.logits, ids, 6)
+    for metric, want in (("loss_first", first), ("loss_second", second)):
+        got = frame[frame.metric == metric].sort_values("sample")
+        assert got["layer"].isna().all()
+        np.testing.assert_allclose(got["value"].to_numpy(), want.numpy(), rtol=1e-5)
+
+
+def _scripted_heads(ind: np.ndarray, prev: np.ndarray, n: int = 2) -> pd.DataFrame:
+    """A head-score frame whose sample means are `ind` and `prev` (layers, heads): samples m ± 0.1."""
+    spread = np.array([-0.1, 0.1])[:n, None, None]
+    return pd.concat([lm.head_rows(ind[None] + spread, "induction_score"),
+                      lm.head_rows(prev[None] + spread, "prev_token_score")], ignore_index=True)
+
+
+def test_k_composition_scores_the_top_previous_token_head_into_the_top_induction_head(loaded_tiny, monkeypatch):
+    ind = np.array([[0.1, 0.2, 0.3, 0.0], [0.05, 0.1, 0.9, 0.4]])  # top induction head L1H2
+    prev = np.array([[0.2, 0.1, 0.0, 0.8], [0.95, 0.0, 0.0, 0.0]])  # top before layer 1: L0H3 (L1H0 is later)
+    monkeypatch.setattr(Repeats, "scores", lambda self, ctx: _scripted_heads(ind, prev))
+    frame = run_probe("k_composition", loaded_tiny, n_baseline=5)
+    heads = frame[frame.kind == "head"].pivot_table(index=["layer", "head"], columns="metric", values="value")
+    np.testing.assert_allclose(heads["induction_score"].to_numpy().reshape(2, 4), ind, atol=1e-12)
+    np.testing.assert_allclose(heads["prev_token_score"].to_numpy().reshape(2, 4), prev, atol=1e-12)
+    m = loaded_tiny
+    T_Q, T_K, _, _, t_kv = comp.folded_head_weights(m.hf, m.arch, 1)
+    W_Q, W_K, W_V, W_O, kv = comp.folded_head_weights(m.hf, m.arch, 0)
+    want = {h: comp.k_composition_score(W_V[kv[h]], W_O[h], T_Q[2], T_K[t_kv[2]]) for h in range(4)}
+    obs = frame[(frame.kind == "observed") & (frame.metric == "k_composition")]
+    assert len(obs) == 1
+    assert tuple(obs[["layer", "head", "src_layer", "src_head"]].iloc[0]) == (1, 2, 0, 3)
+    assert obs["value"].item() == pytest.approx(want[3], rel=1e-9)
+    cand = frame[frame.kind == "candidate"].sort_values("src_head")
+    assert cand.src_head.tolist() == [0, 1, 2] and (cand["layer"] == 1).all() and (cand["head"] == 2).all()
+    np.testing.assert_allclose(cand["value"].to_numpy(), [want[0], want[1], want[2]], rtol=1e-9)
+    ctx = ProbeContext(model=m, seed=0)
+    perm = comp.permuted_baseline(W_V[kv[3]], W_O[3], T_Q[2], T_K[t_kv[2]], 5, ctx.generator(stream=8))
+    got = frame[frame.metric == "k_composition_permuted"].sort_values("sample")["value"].to_numpy()
+    np.testing.assert_allclose(got, perm, rtol=1e-9)
+    rand = comp.random_baseline(m.arch.d_model, m.arch.d_head, 5, ctx.generator(stream=7))
+    got = frame[frame.metric == "k_composition_random"].sort_values("sample")["value"].to_numpy()
+    np.testing.assert_allclose(got, rand, rtol=1e-9)
+    assert frame[frame.metric == "qk_norm"]["value"].item() == 0.0  # Llama has no per-head q/k norms
+
+
+def test_k_composition_stops_when_the_top_induction_head_is_in_layer_0(loaded_tiny, monkeypatch):
+    ind = np.array([[0.1, 0.9, 0.3, 0.0], [0.05, 0.1, 0.5, 0.4]])
+    monkeypatch.setattr(Repeats, "scores", lambda self, ctx: _scripted_heads(ind, ind))
+    frame = run_probe("k_composition", loaded_tiny, n_baseline=5)
+    assert set(frame.kind) == {"head"} and "layer 0" in " ".join(frame.attrs["notes"])
+
+
+def test_norm_folding_compares_the_original_with_the_folded_copy(loaded_tiny, monkeypatch):
+    """A 'folded' copy whose head is doubled: every logit doubles, so max|Δ| / max|logit| is exactly 1."""
+    from bench.models import folding
+
+    def doubled(model):
+        twin = copy.deepcopy(model)
+        with torch.no_grad():
+            twin.lm_head.weight = torch.nn.Parameter(2 * model.lm_head.weight.detach().clone())
+        return twin, folding.FoldReport(folded=["a", "b", "c"], left=["x"])
+
+    monkeypatch.setattr(folding, "folded_copy", doubled)
+    texts = ["The cat sat on the mat.", "A dog ran.", "Rain fell all day long over the hills."]
+    monkeypatch.setattr("bench.corpora.load", lambda corpus: texts)
+    frame = run_probe("norm_folding", loaded_tiny, n_texts=2, max_tokens=5)
+    rel = frame[frame.metric == "rel_logit_diff"].sort_values("sample")
+    assert rel["sample"].tolist() == [0, 1]
+    np.testing.assert_allclose(rel["value"].to_numpy(), 1.0, rtol=1e-6)
+    hf, tok = loaded_tiny.hf, loaded_tiny.tokenizer
+    for i, text in enumerate(texts[:2]):
+        ids = tok(text, return_tensors="pt", truncation=True, max_length=5)["input_ids"]
+        with torch.no_grad():
+            top = hf(input_ids=ids).logits.abs().max().item()
+        got = frame[(frame.metric == "abs_logit_diff") & (frame["sample"] == i)]["value"].item()
+        assert got == pytest.approx(top, rel=1e-5)  # |2a − a| = |a|, on this text's first 5 tokens
+    assert frame[frame.metric == "argmax_agreement"]["value"].eq(1.0).all()  # doubling keeps every argmax
+    assert frame[frame.metric == "norms_folded"]["value"].item() == 3.0
+    assert frame[frame.metric == "norms_left"]["value"].item() == 1.0
+
+
+class _DigitTokenizer:
+    """Texts of space-separated integers; id S is special and must split a text."""
+
+    def __init__(self, special: int):
+        self.all_special_ids = [special]
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [[int(w) for w in t.split()] for t in texts]}
+
+    def convert_ids_to_tokens(self, i: int) -> str:
+        return f"t{i}"
+
+
+def test_direct_path_counts_bigrams_within_texts_split_at_special_tokens(monkeypatch, one_thread):
+    from tests.families.circuits.test_direct_path import V, _bigram_model, _counts
+
+    C = _counts(3)
+    C[:, V - 1] = 0  # token V − 1 is the special one: it never occurs as an ordinary token
+    C[V - 1, :] = 0
+    S = V - 1
+    # every (a, b) pair C[a, b] times, in texts "a b S a' b'": a bigram across S must not be counted, nor one
+    # across texts
+    pairs = [f"{a} {b}" for a in range(S) for b in range(S) for _ in range(int(C[a, b]))]
+    texts = [f"{pairs[i]} {S} {pairs[i + 1]}" if i + 1 < len(pairs) else pairs[i] for i in range(0, len(pairs), 2)]
+    monkeypatch.setattr("bench.corpora.load", lambda corpus: texts)
+    model = _bigram_model(np.where(C > 0, C, 1))
+    m = SimpleNamespace(hf=model, arch=arch_mod.inspect(model), tokenizer=_DigitTokenizer(S))
+    frame = run_probe("direct_path_bigrams", m, n_texts=len(texts), n_first=6, top_k=5)
+    totals = C.sum(1)
+    order = list(np.argsort(-totals, kind="stable")[:6])
+    firsts = frame[frame.metric == "first_count"].sort_values("sample")
+    assert firsts["token"].tolist() == [f"t{a}" for a in order]  # most frequent first tokens, in order
+    assert firsts["value"].tolist() == [float(totals[a]) for a in order]  # no bigram across S or across texts
+    rho = frame[frame.metric == "spearman"]["value"].to_numpy()
+    np.testing.assert_allclose(rho, 1.0)  # the direct path of each token is read for that same token
+    a = order[0]
+    emp = frame[(frame.metric == "bigram_logprob") & (frame["sample"] == 0)].sort_values("rank")["value"]
+    top = np.argsort(-C[a], kind="stable")[:5]
+    np.testing.assert_allclose(emp.to_numpy(), np.log(C[a, top] / totals[a]))
+
+
+def test_toy_composition_model_rows_are_the_models_induction_scores(loaded_tiny, one_thread):
+    frame = run_probe("toy_composition", loaded_tiny, seq_len=6, batch=2, toy_steps=2, toy_eval=4, toy_batch=4,
+                      toy_width=16, toy_heads=2, toy_vocab=16, toy_period=6)
+    model = frame[frame.subject == "model"].sort_values(["sample", "layer", "head"])
+    ind = run_probe("induction", loaded_tiny, seq_len=6, batch=2)
+    ind = ind[ind.metric == "induction_score"].sort_values(["sample", "layer", "head"])
+    assert set(model.metric) == {"induction_score"}
+    np.testing.assert_allclose(model["value"].to_numpy(), ind["value"].to_numpy())
+    for subject, layers in (("toy-1L", {0}), ("toy-2L", {0, 1})):
+        rows = frame[frame.subject == subject]
+        assert set(rows[rows.metric == "induction_score"]["layer"]) == layers
+        per = rows.pivot_table(index="sample", columns="metric", values="value")
+        assert len(per) == 4
+        np.testing.assert_allclose(per["loss_drop"], per["loss_first"] - per["loss_second"], rtol=1e-6)

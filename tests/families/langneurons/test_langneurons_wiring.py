@@ -1,0 +1,206 @@
+"""Wiring of the language-neuron probes: which language's neurons, statistics, texts and bits go where.
+
+Every probe reads the parallel split, the per-language statistics, the selected sets and the bits of each
+condition through :mod:`bench.families.langneurons.shared`; here those are scripted, so the right frame is known:
+language k owns neurons {10k, …, 10k + k} (k + 1 of them, distinct sizes), zeroing language x's set costs its
+own texts 0.5 bit per byte and the others' 0.1, a steered output is in the target language for a share that
+depends on the prompt.  A probe that pairs a set with the wrong language, divides by the wrong bytes or mixes
+prompts up gives other numbers.  (The selection formulas have their own known-answer tests.)
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench.core import registry, schemas
+from bench.core.context import ProbeContext
+from bench.corpora.parallel import Parallel, Split
+from bench.families.langneurons import edit, shared, steer, steer_probes
+from bench.families.langneurons import text as tx
+
+LANGS = ("en", "de", "fr")
+L, F = 3, 12
+TEXTS = tuple((f"one two three four five six {u} " * (u + 1), f"eins zwei drei vier {u}!", f"un deux trois {u}{u}")
+              for u in range(5))
+SPLIT = Split(Parallel(LANGS, TEXTS[:2]), Parallel(LANGS, TEXTS[2:]), 0)
+SETS = {lang: np.arange(10 * k, 10 * k + k + 1) for k, lang in enumerate(LANGS)}
+
+
+def _owner(neurons: np.ndarray) -> str:
+    return next(lang for lang, idx in SETS.items() if np.array_equal(idx, neurons))
+
+
+def _p(k: int) -> np.ndarray:
+    return (np.arange(L * F).reshape(L, F) % (k + 3)) / (k + 3)
+
+
+STATS = {lang: SimpleNamespace(n_tokens=100 + k, n_docs=3 + k, p=_p(k), mean=_p(k) + 10 * (k + 1))
+         for k, lang in enumerate(LANGS)}
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    calls: dict[str, list] = {"split": [], "selections": [], "bits": []}
+
+    def split(setup, seed):
+        calls["split"].append((setup, seed))
+        return SPLIT
+
+    def selections(ctx, setup, sp, methods, band="all", sized_like=""):
+        calls["selections"].append((tuple(methods), band, sized_like))
+        return {m: dict(SETS) for m in methods}
+
+    def condition_bits(ctx, setup, sp, *, neurons, langs, micro_tokens):
+        calls["bits"].append((None if neurons is None else _owner(neurons), tuple(langs)))
+        out = {}
+        for y in langs:
+            nbytes = np.array([len(t.encode("utf-8")) for t in sp.evaluation.side(y)], float)
+            cost = 0.0 if neurons is None else (0.5 if _owner(neurons) == y else 0.1)
+            out[y] = nbytes * (1.0 + cost)
+        return out
+
+    monkeypatch.setattr(shared, "split", split)
+    monkeypatch.setattr(shared, "selections", selections)
+    monkeypatch.setattr(shared, "all_stats", lambda ctx, setup, sp: STATS)
+    monkeypatch.setattr(shared, "condition_bits", condition_bits)
+    monkeypatch.setattr(tx, "encode", lambda tok, text, max_tokens=None: [0] + text.split())  # start + words
+    return calls
+
+
+MODEL = SimpleNamespace(arch=SimpleNamespace(n_layers=L, d_ffn=F, d_model=4), tokenizer=None, fingerprint="x")
+
+
+def call(name: str, **params) -> pd.DataFrame:
+    info = registry.probe(name)
+    return schemas.validate(info.call(ProbeContext(model=MODEL, seed=4), **params), info.schema, info.metrics)
+
+
+def _value(frame, **match) -> float:
+    sel = frame
+    for k, v in match.items():
+        sel = sel[sel[k].isna()] if v is None else sel[sel[k] == v]
+    assert len(sel) == 1, (match, sel)
+    return float(sel["value"].iloc[0])
+
+
+def test_deactivation_pairs_each_set_with_each_language(scripted):
+    frame = call("deactivation", full=("lape",), diagonal=("rs",), micro_tokens=99)
+    for x in LANGS:
+        for y in LANGS:
+            want = 0.5 if x == y else 0.1
+            assert _value(frame, method="lape", set_lang=x, language=y, metric="delta_bpb") == pytest.approx(want)
+        assert _value(frame, method="rs", set_lang=x, language=x, metric="delta_bpb") == pytest.approx(0.5)
+        rs = frame[(frame["method"] == "rs") & (frame["set_lang"] == x) & frame["metric"].isin(["bits", "delta_bpb"])]
+        assert set(rs["language"]) == {x}  # a diagonal method reads only its own language
+        for meth in ("lape", "rs"):
+            assert _value(frame, method=meth, set_lang=x, metric="n_ablated") == len(SETS[x])
+    for y in LANGS:  # the unedited model: bits = bytes, one row per evaluation text, in order
+        nbytes = [len(t.encode("utf-8")) for t in SPLIT.evaluation.side(y)]
+        bits = frame[(frame["method"] == "none") & (frame["language"] == y) & (frame["metric"] == "bits")]
+        assert bits.sort_values("sample")["value"].tolist() == nbytes
+        assert _value(frame, method="none", language=y, metric="bpb") == pytest.approx(1.0)
+        got = frame[(frame["metric"] == "bytes") & (frame["language"] == y)].sort_values("sample")["value"]
+        assert got.tolist() == nbytes
+    assert scripted["bits"][0] == (None, LANGS)  # the base run covers every language
+    assert ("fr", ("fr",)) in scripted["bits"] and ("fr", LANGS) in scripted["bits"]
+    assert scripted["selections"] == [(("lape", "rs"), "all", "")]
+
+
+def test_activation_stats_reports_each_languages_own_statistics_and_sets(scripted):
+    frame = call("activation_stats", methods=("lape",))
+    for k, lang in enumerate(LANGS):
+        texts = SPLIT.evaluation.side(lang)
+        n_tok = sum(len(t.split()) for t in texts)
+        n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+        assert _value(frame, language=lang, metric="tokens_selection") == 100 + k
+        assert _value(frame, language=lang, metric="docs_selection") == 3 + k
+        assert _value(frame, language=lang, metric="texts_evaluation") == 3
+        assert _value(frame, language=lang, metric="tokens_evaluation") == n_tok
+        assert _value(frame, language=lang, metric="bytes_per_token") == pytest.approx(n_bytes / n_tok)
+        probs = frame[(frame["language"] == lang) & (frame["metric"] == "activation_probability")]
+        np.testing.assert_allclose(probs.sort_values("layer")["value"], _p(k).mean(axis=1))
+        sel = frame[(frame["set_lang"] == lang) & (frame["metric"] == "selected")]
+        assert sorted(zip(sel["layer"], sel["neuron"])) == [(i // F, i % F) for i in SETS[lang]]
+        np.testing.assert_allclose(sel["value"], [_p(k)[l, j] for l, j in zip(sel["layer"], sel["neuron"])])
+        assert _value(frame, method="lape", set_lang=lang, metric="n_selected") == k + 1
+        assert _value(frame, method="lape", set_lang=lang, metric="fraction_selected") == (k + 1) / (L * F)
+    assert _value(frame, method="lape", metric="n_unique") == 1 + 2 + 3
+
+
+def test_layer_distribution_counts_the_union_of_the_sets_per_layer(scripted):
+    frame = call("layer_distribution", methods=("lape",), edge_fraction=0.34)
+    union = np.concatenate(list(SETS.values()))  # {0}, {10, 11}, {20, 21, 22} with F = 12: layers 0, 0, 1
+    counts = np.bincount(union // F, minlength=L)
+    rows = frame[(frame["metric"] == "layer_count") & frame["set_lang"].isna()].sort_values("layer")
+    assert rows["value"].tolist() == counts.tolist() == [3, 3, 0]
+    de = frame[(frame["metric"] == "layer_count") & (frame["set_lang"] == "de")].sort_values("layer")
+    assert de["value"].tolist() == [2, 0, 0]  # de's own set only: neurons 10 and 11, both in layer 0
+    assert _value(frame, metric="edge_count") == 3 + 0  # edge layers 0 and 2 (one each side of 3)
+    assert _value(frame, metric="total_count") == 6
+    assert _value(frame, metric="uniform_share") == pytest.approx(2 / 3)
+
+
+def test_steering_edits_with_the_targets_own_neurons_and_mean_activations(scripted, monkeypatch):
+    seen = []
+
+    def neuron_edits(arch, idx, values):
+        seen.append((_owner(idx), np.asarray(values)))
+        return {"owner": _owner(idx)}
+
+    def generate(model, prompts, *, max_new_tokens, edits=None):
+        if edits is None:
+            return ["en en en en" for _ in prompts]
+        y = edits["owner"]
+        return [" ".join([y] * (i + 1) + ["en"] * (3 - i)) for i in range(len(prompts))]
+
+    def shares(texts, lang):
+        return np.array([t.split().count(lang) / len(t.split()) for t in texts])
+
+    monkeypatch.setattr(edit, "neuron_edits", neuron_edits)
+    monkeypatch.setattr(steer, "generate", generate)
+    monkeypatch.setattr(steer, "shares", shares)
+    frame = call("steering", source="en", n_prompts=3, prompt_words=2)
+    for owner, values in seen:  # Y's neurons set to Y's mean activation on exactly those neurons
+        np.testing.assert_allclose(values, STATS[owner].mean.ravel()[SETS[owner]])
+    assert [o for o, _ in seen] == ["de", "fr"]
+    for k, y in enumerate(("de", "fr")):
+        assert _value(frame, set_lang=y, metric="n_steered") == len(SETS[y])
+        for i in range(3):
+            unit = k * 3 + i
+            assert _value(frame, set_lang=y, sample=unit, metric="target_share_steered") == (i + 1) / 4
+            assert _value(frame, set_lang=y, sample=unit, metric="source_share_steered") == (3 - i) / 4
+            assert _value(frame, set_lang=y, sample=unit, metric="target_share_plain") == 0.0
+            assert _value(frame, set_lang=y, sample=unit, metric="source_share_plain") == 1.0
+    assert frame["language"].dropna().eq("en").all()
+
+
+def test_crosslingual_similarity_compares_translations_of_the_same_text(scripted, monkeypatch):
+    """Scripted states: text s in language k at layer l points at angle (k + 1)(l + 1)·0.3 + s, so the cosine of
+    a pair (a, b) is cos((k_a − k_b)(l + 1)·0.3) whatever the text, and only if the same texts are paired."""
+    got_texts = {}
+
+    def states(model, texts, *, micro_tokens):
+        k = next(i for i, lang in enumerate(LANGS) if texts == SPLIT.evaluation.side(lang)[: len(texts)])
+        got_texts[LANGS[k]] = list(texts)
+        ang = torch.tensor([[(k + 1) * (l + 1) * 0.3 + s for l in range(L)] for s in range(len(texts))])
+        return torch.stack([torch.cos(ang), torch.sin(ang)], dim=-1)  # (n, L, 2)
+
+    monkeypatch.setattr(steer_probes, "sentence_states", states)
+    frame = call("crosslingual_similarity", n_texts=2, languages=("en", "de", "fr"), eval_texts=3)
+    setup, seed = scripted["split"][-1]
+    assert setup.languages == ("en", "de", "fr") and setup.eval_texts == 3 and seed == 4
+    assert all(len(v) == 2 for v in got_texts.values())
+    pairs = [("en", "de"), ("en", "fr"), ("de", "fr")]
+    for s in range(2):
+        for l in range(L):
+            want = {(a, b): np.cos((LANGS.index(b) - LANGS.index(a)) * (l + 1) * 0.3) for a, b in pairs}
+            for (a, b), w in want.items():
+                assert _value(frame, set_lang=a, language=b, layer=l, sample=s, metric="cosine") == \
+                    pytest.approx(w, abs=1e-6)
+            assert _value(frame, layer=l, sample=s, metric="mean_cosine") == pytest.approx(np.mean(list(want.values())),
+                                                                                          abs=1e-6)

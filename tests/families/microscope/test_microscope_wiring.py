@@ -1,0 +1,180 @@
+"""Wiring of the microscope probes (the contextualization probes have their own): which texts, layers and
+conditions each number comes from.
+
+Scripted stand-ins replace the one seam each probe calls (the state collector, the lens, the per-text states,
+the greedy answerer), so the right frame is known: states of a known dimension per layer, a shift whose size
+depends on the question and the layer, an answerer that is right only where the punctuation is kept and only for
+some facts.  The shared-pass probes are checked against the pass itself, row by row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench import models
+from bench.core import registry, schemas
+from bench.core.context import ProbeContext
+from bench.corpora.tagged import questions
+from bench.families.microscope import probes as mprobes
+from bench.families.microscope import text_probes
+from bench.families.microscope.layerpass import layer_pass, prepare_items
+from bench.families.microscope.qa import CONDITIONS, capital_facts
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+KEYS = ["sample", "position", "layer", "cls", "metric"]
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tiny_tokenizer):
+    from conftest import build_tiny
+
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    ref = models.ModelRef("tiny-llama", "path", "/nowhere")
+    return models.LoadedModel(ref, hf, tiny_tokenizer, torch.device("cpu"), torch.float32, "tiny-llama-wiring")
+
+
+def call(name: str, model, **params) -> pd.DataFrame:
+    info = registry.probe(name)
+    return schemas.validate(info.call(ProbeContext(model=model, seed=0), **params), info.schema, info.metrics)
+
+
+def _rows(frame: pd.DataFrame, metrics) -> pd.DataFrame:
+    out = frame[frame["metric"].isin(metrics)][KEYS + ["value"]].copy()
+    for col in ("sample", "position", "layer"):
+        out[col] = out[col].astype("Int64")
+    out["cls"] = out["cls"].astype(object).where(out["cls"].notna(), "")
+    return out.sort_values(KEYS, na_position="first").reset_index(drop=True)
+
+
+def test_shared_pass_probes_return_the_pass_rows_of_their_own_metrics(tiny_lm):
+    sample = dict(corpus="builtin:english", n_texts=6, max_tokens=16)
+    items = prepare_items(tiny_lm.tokenizer, "builtin:english", 6, 16)
+    full = layer_pass(tiny_lm, items, micro=16)
+    for name, metrics in (("centrality", mprobes.CENTRALITY), ("nonlinearity", mprobes.NONLINEARITY)):
+        got = _rows(call(name, tiny_lm, **sample), metrics)
+        want = _rows(full, metrics)
+        assert set(got["metric"]) == set(metrics) & set(full["metric"])
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    cen = _rows(call("centrality", tiny_lm, **sample), ("centrality",))
+    for it in items:  # each text's rows sit at its own usable positions, one per layer
+        mine = cen[cen["sample"] == it.sample]
+        assert sorted(set(mine["position"])) == list(np.flatnonzero(it.usable))
+        assert len(mine) == int(it.usable.sum()) * (tiny_lm.arch.n_layers + 1)
+
+
+def _subspace(n: int, k: int, d: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, k, generator=g) @ torch.randn(k, d, generator=g)
+
+
+def test_intrinsic_dimension_is_measured_per_layer_on_the_collected_states(tiny_lm, monkeypatch):
+    """Layer l of the scripted states spans an (l + 2)-dimensional subspace: TwoNN must read 2, 3, 4 in order."""
+    d, n, L1 = tiny_lm.arch.d_model, 800, tiny_lm.arch.n_layers + 1
+    seen = {}
+
+    def scripted(model, items, limit, micro):
+        seen.update(items=items, limit=limit, micro=micro)
+        return torch.stack([_subspace(n, l + 2, d, l) for l in range(L1)]), []
+
+    monkeypatch.setattr(mprobes, "collect_states", scripted)
+    frame = call("intrinsic_dimension", tiny_lm, corpus="builtin:english", n_texts=5, max_tokens=16,
+                 micro_batch=3, id_points=777)
+    assert seen["limit"] == 777 and seen["micro"] == 3
+    assert [it.ids for it in seen["items"]] == [it.ids for it in prepare_items(tiny_lm.tokenizer,
+                                                                             "builtin:english", 5, 16)]
+    dims = frame[frame["metric"] == "intrinsic_dim"].sort_values("layer")
+    assert dims["layer"].tolist() == list(range(L1))
+    np.testing.assert_allclose(dims["value"].to_numpy(), np.arange(L1) + 2, rtol=0.15)
+    ratio = frame[frame["metric"] == "id_ratio"].sort_values("layer")["value"].to_numpy()
+    np.testing.assert_allclose(ratio, dims["value"].to_numpy() / d)
+    assert frame[frame["metric"] == "id_points"]["value"].eq(n).all()
+    items = prepare_items(tiny_lm.tokenizer, "builtin:english", 5, 16)
+    want = layer_pass(tiny_lm, items, micro=16)
+    want = want[want["metric"] == "anisotropy"].sort_values("layer")["value"].to_numpy()
+    got = frame[frame["metric"] == "anisotropy"].sort_values("layer")["value"].to_numpy()
+    np.testing.assert_allclose(got, want)  # anisotropy comes from the shared pass over all tokens
+
+
+def test_logit_lens_reads_the_sample_it_is_given(tiny_lm, monkeypatch):
+    seen = {}
+
+    def scripted(model, items, micro, progress):
+        seen.update(items=items, micro=micro)
+        return pd.DataFrame({"sample": [it.sample for it in items], "position": 1, "layer": pd.NA,
+                             "metric": "model_loss", "value": [float(it.sample) for it in items]})
+
+    monkeypatch.setattr(mprobes, "lens_frame", scripted)
+    frame = call("logit_lens", tiny_lm, corpus="builtin:english", n_texts=4, max_tokens=12, micro_batch=2)
+    want = prepare_items(tiny_lm.tokenizer, "builtin:english", 4, 12)
+    assert [it.ids for it in seen["items"]] == [it.ids for it in want] and seen["micro"] == 2
+    assert frame["value"].tolist() == [float(it.sample) for it in want]
+    assert frame.attrs["notes"][0].startswith(f"{len(want)} texts, {len(want)} predicted tokens")
+
+
+QUESTIONS = ["Where is the station tonight?", "Why is the sky blue at noon?", "Who planted the old tree?",
+             "What time does the museum close?", "Is this a question without enough?"]
+
+
+def test_question_shift_compares_each_question_with_its_own_suffixed_copy(tiny_lm, monkeypatch, tmp_path):
+    """Scripted states: the suffixed copy of question i moves m = i + l + 1 dimensions by 1 at layer l, so the
+    raw mean shifts m of d dimensions and the unit-normalised ones m + 1 (the constant dimension shrinks)."""
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("\n".join(QUESTIONS) + "\n")
+    corpus = f"text:{qfile}"
+    qs = questions(corpus, 4)
+    L1, d = 3, 12
+    calls = []
+
+    def states(model, text):
+        calls.append(text)
+        base = torch.zeros(L1, 2, d)
+        base[..., d - 1] = 1.0
+        if text.endswith("?!"):
+            i = qs.index(text[:-1])
+            for l in range(L1):
+                base[l, :, : i + l + 1] += 1.0
+        return base
+
+    monkeypatch.setattr(text_probes, "_states", states)
+    frame = call("question_shift", tiny_lm, corpus=corpus, n_texts=4, suffix="!", eps=1e-3)
+    assert calls == [t for q in qs for t in (q, q + "!")]
+    for (i, l), group in frame.groupby(["sample", "layer"]):
+        m = i + l + 1
+        got = group.set_index("metric")["value"]
+        assert got["frac_shifted_raw"] == pytest.approx(m / d)
+        assert got["frac_shifted_mean"] == pytest.approx((m + 1) / d)
+        assert got["frac_shifted_last"] == pytest.approx((m + 1) / d)
+    assert sorted(set(frame["sample"])) == list(range(len(qs))) and len(qs) == 4
+
+
+def test_token_removal_scores_each_answer_against_its_own_fact(tiny_lm, monkeypatch):
+    """The scripted answerer names the right capital only while the question keeps its punctuation, and only for
+    facts whose index is not a multiple of 3: the frame must show exactly that pattern, condition by condition."""
+    n = 7
+    _, facts = capital_facts(n, 2)
+    calls = []
+
+    def answerer(model, prompts, max_new_tokens, batch):
+        calls.append(prompts)
+        out = []
+        for p in prompts:
+            last = p.rsplit("Question: ", 1)[1]
+            hits = [k for k, f in enumerate(facts) if f.subject in last]
+            k = max(hits, key=lambda j: len(facts[j].subject))
+            punctuated = last.split("\n")[0].rstrip()[-1] in "?."
+            out.append(f" {facts[k].aliases[0] if punctuated and k % 3 else 'Atlantis'}\n")
+        return out
+
+    monkeypatch.setattr(text_probes, "greedy_answers", answerer)
+    frame = call("token_removal", tiny_lm, n_questions=n, n_demos=2)
+    assert len(calls) == len(CONDITIONS) and all(len(c) == n for c in calls)
+    assert all("?" not in p.split("Answer")[0] for p in calls[CONDITIONS.index("no_punctuation")])
+    want = [0.0 if k % 3 == 0 else 1.0 for k in range(n)]
+    for c in CONDITIONS:
+        got = frame[frame["condition"] == c].sort_values("sample")
+        assert got["sample"].tolist() == list(range(n))
+        assert got["value"].tolist() == ([0.0] * n if c == "no_punctuation" else want), c
