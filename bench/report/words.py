@@ -60,14 +60,14 @@ def _reduced(p: Mapping[str, Any], metric: str) -> str:
 def _threshold(p):
     exact = p.get("reduce") in ("max", "min")
     test = "exactly (no sampling)" if exact else (
-        f"with a one-sided test at {_alpha(p)} (one-sample t-test)" if p.get("reduce", "mean") == "mean"
-        else f"with a one-sided bootstrap test at {_alpha(p)}")
+        f"with a one-sided test at {_alpha(p)} (exact binomial test on 0/1 values, else a one-sample t-test)"
+        if p.get("reduce", "mean") == "mean" else f"with a one-sided bootstrap test at {_alpha(p)}")
     return f"{_reduced(p, '`' + p['metric'] + '`')}{_where(p)} is {_bound(p)}, {test}"
 
 
 def _paired_difference(p):
-    test = ("one-sided Wilcoxon signed-rank test" if p.get("reduce", "mean") == "mean"
-            else "one-sided bootstrap test")
+    test = ("one-sided exact McNemar test on 0/1 values, else a Wilcoxon signed-rank test"
+            if p.get("reduce", "mean") == "mean" else "one-sided bootstrap test")
     return (f"{_reduced(p, '[' + _sel(p['a']) + ']')} minus the same for [{_sel(p['b'])}], paired by "
             f"{p.get('unit', 'sample')}, is ≥ {p.get('min', 0.0):g} ({test}, {_alpha(p)})")
 
@@ -214,6 +214,11 @@ def _accuracy_floor(p):
             f"exact binomial test, {_alpha(p)}; Clopper–Pearson interval)")
 
 
+def _accuracy_ceiling(p):
+    return (f"the share of `{p.get('metric', 'format_ok')}` items{_where(p)} is < {p['max']:g} (one-sided exact "
+            f"binomial test, {_alpha(p)}; Clopper–Pearson interval)")
+
+
 def _exceeds_baselines(p):
     names = ", ".join(f"[{_sel(b)}]" for b in p["baselines"])
     return (f"[{_sel(p['observed'])}] exceeds the {p.get('quantile', 0.99):g} quantile of every baseline ({names}); "
@@ -235,13 +240,25 @@ SENTENCES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "binomial_share": _binomial_share, "baseline_ratio": _baseline_ratio, "largest_of": _largest_of,
     "related_exceeds_unrelated": _related_exceeds_unrelated, "arg_extreme": _arg_extreme,
     "mcnemar_gain": _mcnemar_gain, "accuracy_floor": _accuracy_floor, "exceeds_baselines": _exceeds_baselines,
-    "crossfit_summary": _crossfit_summary, "beside": _beside,
+    "crossfit_summary": _crossfit_summary, "beside": _beside, "accuracy_ceiling": _accuracy_ceiling,
 }
 
 
 def describe(rule: str, params: Mapping[str, Any]) -> str:
-    """One sentence per rule; a rule without a sentence is its docstring's first sentence and its parameters."""
+    """One sentence per rule, then what a REFUTED needs (its declared preconditions and smallest effect); a rule
+    without a sentence is its docstring's first sentence and its parameters."""
     p = dict(params)
+    needs = [f"{r.get('why', r.get('metric'))} ({r.get('metric')} {_bound(r)})" for r in p.pop("requires", [])
+             if isinstance(r, Mapping)]
+    smallest = p.pop("smallest_effect", None)
+    source = p.pop("smallest_effect_source", "")
+    tail = (f"; REFUTED only if {'; and '.join(needs)}" if needs else "") + (
+        f"; refutable at the smallest effect {smallest:g}" + (f" ({source})" if source else "")
+        if isinstance(smallest, (int, float)) else "")
+    return _sentence(rule, p) + tail
+
+
+def _sentence(rule: str, p: dict[str, Any]) -> str:
     if rule in SENTENCES:
         try:
             return SENTENCES[rule](p)
