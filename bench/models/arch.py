@@ -358,16 +358,4 @@ def inspect(model: nn.Module) -> Arch:
     )
 
 
-
-
-def __getattr__(name: str):
-    """``HeadWeights`` and ``head_weights`` live in :mod:`bench.models.heads` (built on this module); reachable
-    from here too, imported on first use so the two modules do not import each other at load time."""
-    if name in ("HeadWeights", "head_weights"):
-        from bench.models import heads
-
-        return getattr(heads, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = ["Arch", "ArchError", "Block", "get", "inspect"]

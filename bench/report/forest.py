@@ -67,7 +67,7 @@ def across_models(records: dict[str, Any] | list[dict[str, Any]], *, with_charts
                   method: str = "pm") -> list[dict[str, Any]]:
     """The "Across models" section of a report (one record) or of ``bench meta --html`` (several): one entry per
     claim measured on ≥ 2 models, controls aside."""
-    from bench.report.html import to_svg
+    from bench.report.charts import to_svg
 
     out = []
     for i, s in enumerate(synthesise(records if isinstance(records, list) else [records], method=method)):

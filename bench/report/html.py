@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from bench.core.resources import relative_spec_path, templates_dir
 from bench.core.store import load_cell_frame
 from bench.models.controls import control_outcomes, flag
 from bench.report import charts
+from bench.report.charts import to_svg
 from bench.report.forest import across_models
 from bench.report.references import nearest, placement_chart
 from bench.report.words import describe
@@ -61,13 +61,6 @@ def chart_svg(run_dir: Path, cell: dict[str, Any]) -> tuple[str | None, str | No
         return None, f"chart failed: {type(exc).__name__}: {str(exc)[:160]}"
 
 
-def to_svg(chart, prefix: str) -> str:
-    import vl_convert as vlc
-
-    spec = chart.configure(font=charts.FONT).configure_view(stroke=None).to_json()
-    return scope_ids(vlc.vegalite_to_svg(spec), prefix)
-
-
 def placement_svg(spec: dict[str, Any], cells: dict[str, dict[str, Any]]) -> str | None:
     """The measured-among-published chart of one claim, or None (no shared metric, or it failed to draw)."""
     try:
@@ -75,20 +68,6 @@ def placement_svg(spec: dict[str, Any], cells: dict[str, dict[str, Any]]) -> str
         return None if chart is None else to_svg(chart, "p" + spec["hash"][:10])
     except Exception:  # noqa: BLE001 - a chart problem must not lose the report
         return None
-
-
-def scope_ids(svg: str, prefix: str) -> str:
-    """Rename the SVG's ids (gradients, clip paths) to `prefix`-n in order of appearance.
-
-    The renderer numbers ids with a process-wide counter: renaming makes the output independent of what was
-    rendered before, and keeps the ids of several inline SVGs in one page apart.
-    """
-    ids = list(dict.fromkeys(re.findall(r'\bid="([^"]+)"', svg)))
-    mapping = {old: f"{prefix}-{i}" for i, old in enumerate(ids)}
-    if not mapping:
-        return svg
-    pattern = re.compile(r'(\bid="|url\(#|href="#)(' + "|".join(re.escape(k) for k in mapping) + r')(?=[")])')
-    return pattern.sub(lambda m: m.group(1) + mapping[m.group(2)], svg)
 
 
 def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool,

@@ -14,6 +14,7 @@ from torch import nn
 
 from bench.core.errors import ArchError
 from bench.models import arch as A
+from bench.models.heads import head_weights
 
 D, L, H, V = 32, 2, 4, 100
 
@@ -226,7 +227,7 @@ def test_head_weights_match_projections(name, layer):
     model = build(name)
     arch = A.inspect(model)
     blk, dh = arch.blocks[layer], arch.d_head
-    hw = A.head_weights(model, arch, layer)
+    hw = head_weights(model, arch, layer)
     assert hw.W_Q.shape == (arch.n_heads, arch.d_model, dh) and hw.W_Q.dtype == torch.float32
     assert hw.W_K.shape == hw.W_V.shape == (arch.n_kv_heads, arch.d_model, dh)
     assert hw.W_O.shape == (arch.n_heads, dh, arch.d_model)
@@ -273,7 +274,7 @@ def test_head_weights_match_attention_inputs(name, monkeypatch):
     model = build(name, fresh=True)
     arch = A.inspect(model)
     blk, dh = arch.blocks[0], arch.d_head
-    hw = A.head_weights(model, arch, 0)
+    hw = head_weights(model, arch, 0)
     if not hasattr(sys.modules[type(A.get(model, blk.attn)).__module__], "eager_attention_forward"):
         pytest.skip("this family computes attention inline; see test_fused_split_matches_the_model_own_split")
     attn, seen = _record_attention(monkeypatch, model, blk)
@@ -322,7 +323,7 @@ def test_fused_split_matches_the_model_own_split(name):
     model = build(name)
     arch = A.inspect(model)
     blk, dh = arch.blocks[0], arch.d_head
-    hw = A.head_weights(model, arch, 0)
+    hw = head_weights(model, arch, 0)
     attn = A.get(model, blk.attn)
     x = torch.randn(2, 3, arch.d_model, generator=torch.Generator().manual_seed(3))
     fused = A.get(model, blk.qkv)(x)  # (B, T, (H + 2·n_kv)·dh)
@@ -345,7 +346,7 @@ def test_fused_split_matches_the_model_own_split(name):
 def test_head_weights_are_detached_float32_copies():
     model = build("qwen2", fresh=True).to(torch.bfloat16)
     arch = A.inspect(model)
-    hw = A.head_weights(model, arch, 1)
+    hw = head_weights(model, arch, 1)
     assert all(t.dtype == torch.float32 and not t.requires_grad for t in (hw.W_Q, hw.W_O, hw.b_Q))
     assert hw.b_O is None  # Qwen2: biases on q/k/v only
     hw.W_Q.zero_()
@@ -408,9 +409,9 @@ def test_gqa_kv_head_of():
     model = build("llama")
     arch = A.inspect(model)
     assert (arch.n_heads, arch.n_kv_heads) == (4, 2)
-    assert A.head_weights(model, arch, 0).kv_head_of == (0, 0, 1, 1)
+    assert head_weights(model, arch, 0).kv_head_of == (0, 0, 1, 1)
     gpt2 = build("gpt2")
-    assert A.head_weights(gpt2, A.inspect(gpt2), 0).kv_head_of == (0, 1, 2, 3)
+    assert head_weights(gpt2, A.inspect(gpt2), 0).kv_head_of == (0, 1, 2, 3)
 
 
 def test_config_less_module_raises():

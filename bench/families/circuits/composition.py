@@ -29,6 +29,7 @@ from bench.families.circuits.lm import Repeats, mean_head_matrix
 from bench.families.circuits.schemas import Composition
 from bench.models import arch as arch_mod
 from bench.models import folding
+from bench.models.heads import head_weights
 
 METRICS = ("k_composition", "k_composition_random", "k_composition_permuted", "qk_norm", "induction_score",
            "prev_token_score")
@@ -82,7 +83,7 @@ def _scale_rows(W: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
 
 def folded_head_weights(model, arch, layer: int):
     """HeadWeights of `layer` with the norm scales around the attention folded in (float32)."""
-    hw = arch_mod.head_weights(model, arch, layer)
+    hw = head_weights(model, arch, layer)
     b = arch.blocks[layer]
     W_Q, W_K, W_O = hw.W_Q, hw.W_K, hw.W_O
     if b.attn_in_norm:
