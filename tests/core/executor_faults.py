@@ -22,7 +22,9 @@ def sudden_death(ctx, *, tally: str = "", deaths: int = 0, n: int = 8) -> pd.Dat
     (d / f"run-{runs}").write_text(str(os.getpid()))
     if runs < deaths:
         os.kill(os.getpid(), signal.SIGKILL)
-    return pd.DataFrame({"sample": pd.array(range(n), dtype="Int64"), "metric": "score", "value": 0.9})
+    # scores that vary around 0.9 (a constant column has no variance, and no test can call it above 0.5)
+    return pd.DataFrame({"sample": pd.array(range(n), dtype="Int64"), "metric": "score",
+                         "value": [0.9 + 0.02 * ((i % 3) - 1) for i in range(n)]})
 
 
 def register() -> None:
