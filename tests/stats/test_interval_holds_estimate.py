@@ -135,6 +135,7 @@ CASES = {
     "accuracy_drop": lambda r: (_pair(r, True), {**PAIR, "min_n": 5}),
     "mcnemar_gain": lambda r: (_pair(r, True), {**PAIR, "unit": "sample", "min_n": 5}),
     "accuracy_floor": lambda r: (_units(r, "correct", True, 30), {"min": float(r.uniform(0.1, 0.9))}),
+    "accuracy_ceiling": lambda r: (_units(r, "format_ok", True, 30), {"max": float(r.uniform(0.1, 0.9))}),
     "correlation": lambda r: (_tokens(r).query("subject == 'base'"), {"x": {"metric": "x"}, "y": {"metric": "y"}}),
     "correlation_difference": lambda r: (_tokens(r), {"x": {"metric": "x"}, "y": {"metric": "y"}, "min_abs": 0.2}),
     "group_comparison": lambda r: (_tokens(r).query("subject == 'base'"),
