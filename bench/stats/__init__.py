@@ -181,6 +181,9 @@ def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
     def apply(v: Verdict) -> Verdict:
         parts = tuple(apply(p) for p in v.parts)
         if parts:
+            if v.outcome is not Outcome.SUPPORTED:  # the correction only withdraws a SUPPORTED: re-combining the
+                # parts would drop what the rule decided beyond them (a failed gate, an unmet precondition)
+                return replace(v, parts=parts, p_adjusted=parts[0].p_adjusted)
             merged = combine(parts, v.alpha)
             return replace(merged, p_adjusted=parts[0].p_adjusted)
         if v.p_value is None or math.isnan(v.p_value):

@@ -186,3 +186,22 @@ def test_results_csv_has_the_sensitivity_column():
     table = results.rows({"run_id": "r", "cells": [cell]})
     assert "sensitivity" in results.COLUMNS and table[0]["sensitivity"] == v.sensitivity
     assert v.sensitivity in results.to_csv(table)
+
+
+def test_bh_adjustment_never_turns_a_precondition_inconclusive_back_into_refuted():
+    """A combined rule whose REFUTED part was held back by an unmet precondition stays INCONCLUSIVE after the
+    family's correction (re-combining the adjusted parts used to restore the REFUTED)."""
+    import pandas as pd
+
+    from bench.stats import adjust, evaluate
+
+    rows = [{"sample": i, "metric": "a", "value": 0.0} for i in range(30)]
+    rows += [{"sample": i, "metric": "b", "value": 1.0} for i in range(30)]
+    rows += [{"sample": None, "metric": "converged", "value": 0.0}]
+    frame = pd.DataFrame(rows)
+    params = {"of": [{"rule": "paired_difference", "a": {"metric": "a"}, "b": {"metric": "b"}, "min": 0.0}],
+                     "requires": [{"metric": "converged", "min": 1.0, "why": "training finished"}]}
+    v = evaluate(frame, "all", params)
+    assert v.outcome.value == "INCONCLUSIVE" and "could not have shown the effect" in v.reason
+    (after,) = adjust([v], unseen=3)
+    assert after.outcome.value == "INCONCLUSIVE"
