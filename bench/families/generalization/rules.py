@@ -20,32 +20,7 @@ def accuracy_floor(frame: pd.DataFrame, *, min: float, metric: str = "correct",
     One-sided exact binomial test against `min`; the CI is Clopper–Pearson.  SUPPORTED when p < alpha,
     REFUTED when the upper end of the CI is at or below `min`, INCONCLUSIVE otherwise.
     """
-    rows = _select(frame, {"metric": metric, **where})
-    name = f"{metric}[{_label(where)}]"
-    if rows.empty:
-        return _missing(frame, "accuracy_floor", name, where)
-    vals = rows["value"].to_numpy(float)
-    if not set(vals.tolist()) <= {0.0, 1.0}:
-        raise ValueError(f"accuracy_floor needs 0/1 values, '{metric}' has others")
-    n, k = len(vals), int(vals.sum())
-    est = k / n
-    label = f"> {min:g}"
-    if n < min_n:
-        return Verdict(Outcome.INCONCLUSIVE, f"only {n} items (< {min_n})", "accuracy_floor", name, est, n=n,
-                       threshold=label, alpha=alpha)
-    test = stats.binomtest(k, n, min, alternative="greater")
-    ci = stats.binomtest(k, n, min).proportion_ci(confidence_level=1 - alpha, method="exact")  # two-sided
-    lo, hi, p = float(ci.low), float(ci.high), float(test.pvalue)
-    text = f"{k}/{n} correct = {est:.3g}, {100 * (1 - alpha):g}% CI [{lo:.3g}, {hi:.3g}]"
-    if est > min and p < alpha:
-        outcome, why = Outcome.SUPPORTED, f"{text} {label}, binomial p = {p:.3g}"
-    elif hi <= min:
-        outcome, why = Outcome.REFUTED, f"{text}: not above the floor {min:g}"
-    else:
-        outcome, why = Outcome.INCONCLUSIVE, f"{text} vs floor {label}, binomial p = {p:.3g}"
-    v = Verdict(outcome, why, "accuracy_floor", name, est, lo, hi, p, None, n, est - min, "margin", label, alpha)
-    return sensitivity.judge(v, min, +1, binary=True)
-
+    return _share_vs_bound(frame, "accuracy_floor", metric, where, min, +1, min_n, alpha)
 
 
 @rule_def("accuracy_ceiling")
@@ -55,28 +30,38 @@ def accuracy_ceiling(frame: pd.DataFrame, *, max: float, metric: str = "format_o
     """The share of 0/1 rows of `metric` selected by `where` lies below `max` (e.g. "the base model cannot
     follow the output format").  One-sided exact binomial test against `max`, Clopper–Pearson CI; SUPPORTED
     when p < alpha, REFUTED when the lower end of the CI is at or above `max`, INCONCLUSIVE otherwise."""
+    return _share_vs_bound(frame, "accuracy_ceiling", metric, where, max, -1, min_n, alpha)
+
+
+def _share_vs_bound(frame: pd.DataFrame, rule: str, metric: str, where: dict[str, Any], bound: float, side: int,
+                    min_n: int, alpha: float) -> Verdict:
+    """The share of 0/1 rows of `metric` (selected by `where`) above `bound` (side +1) or below it (side −1):
+    a one-sided exact binomial test and a two-sided Clopper–Pearson interval; REFUTED when the interval lies
+    wholly on the wrong side of the bound."""
     rows = _select(frame, {"metric": metric, **where})
     name = f"{metric}[{_label(where)}]"
     if rows.empty:
-        return _missing(frame, "accuracy_ceiling", name, where)
+        return _missing(frame, rule, name, where)
     vals = rows["value"].to_numpy(float)
     if not set(vals.tolist()) <= {0.0, 1.0}:
-        raise ValueError(f"accuracy_ceiling needs 0/1 values, '{metric}' has others")
+        raise ValueError(f"{rule} needs 0/1 values, '{metric}' has others")
     n, k = len(vals), int(vals.sum())
     est = k / n
-    label = f"< {max:g}"
+    label = f"{'>' if side > 0 else '<'} {bound:g}"
     if n < min_n:
-        return Verdict(Outcome.INCONCLUSIVE, f"only {n} items (< {min_n})", "accuracy_ceiling", name, est, n=n,
+        return Verdict(Outcome.INCONCLUSIVE, f"only {n} items (< {min_n})", rule, name, est, n=n,
                        threshold=label, alpha=alpha)
-    p = float(stats.binomtest(k, n, max, alternative="less").pvalue)
-    ci = stats.binomtest(k, n, max).proportion_ci(confidence_level=1 - alpha, method="exact")
+    p = float(stats.binomtest(k, n, bound, alternative="greater" if side > 0 else "less").pvalue)
+    ci = stats.binomtest(k, n, bound).proportion_ci(confidence_level=1 - alpha, method="exact")  # two-sided
     lo, hi = float(ci.low), float(ci.high)
-    text = f"{k}/{n} = {est:.3g}, {100 * (1 - alpha):g}% CI [{lo:.3g}, {hi:.3g}]"
-    if est < max and p < alpha:
+    text = f"{k}/{n}{' correct' if side > 0 else ''} = {est:.3g}, {100 * (1 - alpha):g}% CI [{lo:.3g}, {hi:.3g}]"
+    if side * (est - bound) > 0 and p < alpha:
         outcome, why = Outcome.SUPPORTED, f"{text} {label}, binomial p = {p:.3g}"
-    elif lo >= max:
-        outcome, why = Outcome.REFUTED, f"{text}: not below the ceiling {max:g}"
+    elif (hi <= bound) if side > 0 else (lo >= bound):
+        edge = "above the floor" if side > 0 else "below the ceiling"
+        outcome, why = Outcome.REFUTED, f"{text}: not {edge} {bound:g}"
     else:
-        outcome, why = Outcome.INCONCLUSIVE, f"{text} vs ceiling {label}, binomial p = {p:.3g}"
-    v = Verdict(outcome, why, "accuracy_ceiling", name, est, lo, hi, p, None, n, max - est, "margin", label, alpha)
-    return sensitivity.judge(v, max, -1, binary=True)
+        edge = "floor" if side > 0 else "ceiling"
+        outcome, why = Outcome.INCONCLUSIVE, f"{text} vs {edge} {label}, binomial p = {p:.3g}"
+    v = Verdict(outcome, why, rule, name, est, lo, hi, p, None, n, side * (est - bound), "margin", label, alpha)
+    return sensitivity.judge(v, bound, side, binary=True)
