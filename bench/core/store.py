@@ -17,7 +17,6 @@ Run layout::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -44,16 +43,8 @@ def cache_root() -> Path:
     return Path(os.environ.get("BENCH_CACHE") or Path.home() / ".cache" / "bench")
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+sha256_bytes = integrity.sha256_hex  # one implementation of each hash, in bench.core.integrity
+sha256_file = integrity.file_digest
 
 
 def key_of(parts: dict[str, Any]) -> str:
