@@ -38,7 +38,12 @@ def _probe_vectors(d: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 @torch.no_grad()
 def measure(norm: torch.nn.Module, d: int) -> Affine:
-    """Effective γ and β of a norm module, and the weight value that makes γ = 1."""
+    """Effective γ and β of a norm module, and the weight value that makes γ = 1.
+
+    Measured on a float32 copy: in bfloat16 the rounding of the probe's outputs hides that the scale is affine in
+    the weight (Gemma 3's norms were refused under --dtype bfloat16), and the live module is never touched."""
+    dtype = next((q.dtype for q in norm.parameters()), torch.float32)
+    norm = copy.deepcopy(norm).float()
     p = next(norm.parameters(), None)
     like = p if p is not None else torch.zeros(1)
     x, normed = _probe_vectors(d, like)
@@ -63,7 +68,7 @@ def measure(norm: torch.nn.Module, d: int) -> Affine:
     slope = g1 - g0
     if torch.any(slope.abs() < 1e-6) or not torch.allclose(g0 + slope * saved.float(), gamma, rtol=1e-4, atol=1e-4):
         raise ArchError(f"{type(norm).__name__}: its scale is not an affine function of its weight; cannot fold")
-    return Affine(gamma, beta, ((1.0 - g0) / slope).to(saved.dtype))
+    return Affine(gamma, beta, ((1.0 - g0) / slope).to(dtype))
 
 
 @torch.no_grad()

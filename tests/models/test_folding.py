@@ -66,3 +66,24 @@ def test_a_wrong_fold_is_detected():
         arch.get(broken, norm_path).weight.copy_(arch.get(model, norm_path).weight)  # undo the reset only
         diff = (broken(input_ids=ids).logits - model(input_ids=ids).logits).abs().max().item()
     assert diff > 1e-3 and not torch.allclose(aff.gamma, torch.ones_like(aff.gamma))
+
+
+def test_a_bfloat16_norm_is_measured_like_its_float32_copy():
+    """In bfloat16 the probe's rounding hid that Gemma 3's scale (1 + w) is affine in w: the norm was refused and
+    norm-folding cells ended ERROR under --dtype bfloat16.  The measurement runs on a float32 copy."""
+    import torch
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
+
+    from bench.models.folding import measure
+
+    torch.manual_seed(0)
+    n32 = Gemma3RMSNorm(64)
+    with torch.no_grad():
+        n32.weight.copy_(torch.randn(64) * 0.3)
+    n16 = Gemma3RMSNorm(64).to(torch.bfloat16)
+    with torch.no_grad():
+        n16.weight.copy_(n32.weight.to(torch.bfloat16))
+    before = n16.weight.detach().clone()
+    a32, a16 = measure(n32, 64), measure(n16, 64)
+    assert torch.allclose(a16.gamma, a32.gamma, atol=2e-2)
+    assert torch.equal(n16.weight, before)  # the live module is untouched
