@@ -138,11 +138,10 @@ def rerun(run_, specs_root, runs_dir, report_dir, no_pdf, no_report):
     old = load_record(old_dir, verify=True)  # a record or frame edited after its run is refused
     specs, s = again.plan(old, specs_root or _spec_paths(())[0])
     again.check_models(old, s.get("revision"))
-    for line in again.package_drift(old, {p: run._version(p) for p in run.PACKAGES}):
+    for line in again.package_drift(old, run.package_versions()):
         click.echo(f"note: package version differs from the record: {line}", err=True)
-    names = tuple(s["models"])
-    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in s.items() if k != "models"}
-    opts = run.Options(**fields, models=names, runs_dir=runs_dir, refs=_resolve_first(names, s.get("revision")),
+    names = tuple(s["models"])  # the one list among the settings; every other setting is a scalar
+    opts = run.Options(**{k: v for k, v in s.items() if k != "models"}, models=names, runs_dir=runs_dir, refs=_resolve_first(names, s.get("revision")),
                        command=" ".join(["bench", *sys.argv[1:]]))
     with again.cold_cache():
         result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0))

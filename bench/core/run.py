@@ -342,7 +342,7 @@ def _header(opts: Options, s: dict[str, Any]) -> dict[str, Any]:
         dev_name = platform.processor() or platform.machine()
     return {
         **_invocation(opts),
-        "packages": {p: _version(p) for p in PACKAGES},
+        "packages": package_versions(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "device": {"type": _device_type(device), "index": torch.device(device).index, "name": dev_name,
@@ -356,6 +356,11 @@ def _header(opts: Options, s: dict[str, Any]) -> dict[str, Any]:
         "revision": s["revision"],
         "settings": s,
     }
+
+
+def package_versions() -> dict[str, str | None]:
+    """The installed version of each package that computes (None where it is missing), as records keep them."""
+    return {p: _version(p) for p in PACKAGES}
 
 
 def _version(pkg: str) -> str | None:
