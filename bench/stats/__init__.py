@@ -311,6 +311,8 @@ def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effec
     right = est > bound if side > 0 else est < bound  # an estimate on the bound is not on the claimed side
     ci_wrong = hi < bound if side > 0 else lo > bound
     ci = f"95% CI [{lo:.4g}, {hi:.4g}]"
+    if not (np.isfinite(lo) and np.isfinite(hi)) and detail is None:
+        ci = f"no interval: all {n} units gave the same value"
     if resampled and n < CALIBRATED_MIN_N:
         outcome, why = Outcome.INCONCLUSIVE, (f"{detail or f'{est:.4g}, {ci}'}: only {n} units, and the bootstrap "
                                               f"is calibrated from {CALIBRATED_MIN_N}")
@@ -324,6 +326,7 @@ def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effec
         why += f"; {widened}"
     if unit:
         why += f" ({unit_note(unit, n)})"
+    lo, hi = (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else (None, None)
     v = Verdict(outcome, why, rule, metric, est, lo, hi, p, None, n, effect, effect_name, label, alpha)
     return sensitivity.judge(v, bound, side, binary=binary, calibrated=not (resampled and n < CALIBRATED_MIN_N))
 

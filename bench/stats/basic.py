@@ -93,11 +93,11 @@ def threshold(
 
 def _t_test(values: np.ndarray, bound: float, side: int, confidence: float) -> tuple[float, float, float]:
     """(one-sided p, low, high): the one-sample t-test of the per-unit values against `bound` and the t interval
-    of their mean.  Zero variance gives p = 1 and the point (a constant is no evidence; 0/1 data go to exact)."""
+    of their mean.  Zero variance gives p = 1 and no interval (NaN, NaN): every unit gave the same value, so the
+    data say nothing of the spread, and a point would claim certainty (0/1 data never get here: they go to exact)."""
     values = np.asarray(values, float)
-    m = float(values.mean())
     if np.ptp(values) == 0:
-        return 1.0, m, m
+        return 1.0, float("nan"), float("nan")
     res = stats.ttest_1samp(values, popmean=bound, alternative="greater" if side > 0 else "less")
     ci = stats.ttest_1samp(values, popmean=bound).confidence_interval(confidence_level=confidence)
     return float(res.pvalue), float(ci.low), float(ci.high)

@@ -46,6 +46,17 @@ def test_all_zero_data_keep_a_real_interval_and_p():
     assert v.ci_high == pytest.approx(1 - 0.025 ** (1 / 26), rel=1e-6)
 
 
+def test_constant_continuous_data_get_no_point_interval():
+    """Zero variance in non-0/1 data: no interval at all (a point would claim certainty), never p = 0."""
+    v = evaluate(units([0.7] * 12), "threshold", {"metric": "m", "min": 0.5})
+    assert v.outcome is Outcome.INCONCLUSIVE and v.p_value == 1.0
+    assert v.ci_low is None and v.ci_high is None
+    assert "no interval" in v.reason
+    d = evaluate(pd.concat([units([0.7] * 12, "a"), units([0.2] * 12, "b")], ignore_index=True),
+                 "paired_difference", PAIRED)
+    assert d.ci_low is None and d.ci_high is None and d.p_value > 0
+
+
 def test_three_to_zero_discordant_of_26_is_not_supported():
     v = evaluate(pairs(3, 0, 10, 13), "paired_difference", PAIRED)
     assert v.outcome is not Outcome.SUPPORTED
