@@ -56,10 +56,11 @@ class SimilarityParams:
     micro_tokens: int = 2048
 
 
-@probe_def("steering", version=2, schema=LangNeurons, metrics=STEER_METRICS)
+@probe_def("steering", version=3, schema=LangNeurons, metrics=STEER_METRICS)
 def steering(ctx, p: SteerParams) -> pd.DataFrame:
     """Share of generated text in target language Y with and without Y's neurons set to their mean Y activation,
-    for prompts in `source` (the first `prompt_words` words of evaluation texts)."""
+    for prompts in `source` (the first `prompt_words` words of evaluation texts).  `sample` is the prompt: the
+    same prompt steered towards each target is one unit, so a rule resamples prompts with ``by = ["set_lang"]``."""
     setup, method, source, targets = checked(p.selection), p.method, p.source, p.targets
     n_prompts, prompt_words, max_new_tokens = p.n_prompts, p.prompt_words, p.max_new_tokens
     m = ctx.model
@@ -88,11 +89,10 @@ def steering(ctx, p: SteerParams) -> pd.DataFrame:
         tgt_s, tgt_p = steer.shares(out, y), steer.shares(plain, y)
         src_s = steer.shares(out, source)
         for i in range(len(prompts)):
-            unit = k * len(prompts) + i
-            rows += [(method, y, source, None, None, unit, "target_share_steered", tgt_s[i]),
-                     (method, y, source, None, None, unit, "target_share_plain", tgt_p[i]),
-                     (method, y, source, None, None, unit, "source_share_steered", src_s[i]),
-                     (method, y, source, None, None, unit, "source_share_plain", src_plain[i])]
+            rows += [(method, y, source, None, None, i, "target_share_steered", tgt_s[i]),
+                     (method, y, source, None, None, i, "target_share_plain", tgt_p[i]),
+                     (method, y, source, None, None, i, "source_share_steered", src_s[i]),
+                     (method, y, source, None, None, i, "source_share_plain", src_plain[i])]
         notes.append(f"{y}-steered: {_show(prompts[0])} → {_show(out[0])}")
         ctx.progress((k + 1) / len(targets), f"steering towards {y}")
     return frame(rows, notes)

@@ -170,12 +170,20 @@ def test_steering_edits_with_the_targets_own_neurons_and_mean_activations(script
     assert [o for o, _ in seen] == ["de", "fr"]
     for k, y in enumerate(("de", "fr")):
         assert _value(frame, set_lang=y, metric="n_steered") == len(SETS[y])
-        for i in range(3):
-            unit = k * 3 + i
-            assert _value(frame, set_lang=y, sample=unit, metric="target_share_steered") == (i + 1) / 4
-            assert _value(frame, set_lang=y, sample=unit, metric="source_share_steered") == (3 - i) / 4
-            assert _value(frame, set_lang=y, sample=unit, metric="target_share_plain") == 0.0
-            assert _value(frame, set_lang=y, sample=unit, metric="source_share_plain") == 1.0
+        for i in range(3):  # the unit is the prompt, shared by every target
+            assert _value(frame, set_lang=y, sample=i, metric="target_share_steered") == (i + 1) / 4
+            assert _value(frame, set_lang=y, sample=i, metric="source_share_steered") == (3 - i) / 4
+            assert _value(frame, set_lang=y, sample=i, metric="target_share_plain") == 0.0
+            assert _value(frame, set_lang=y, sample=i, metric="source_share_plain") == 1.0
+    assert sorted(frame["sample"].dropna().unique()) == [0, 1, 2]
+    from bench.core.spec import load_spec
+    from bench.stats import evaluate
+
+    from pathlib import Path
+
+    spec = load_spec(Path(__file__).resolve().parents[3] / "specs" / "langneurons" / "steer-output-language.toml")
+    v = evaluate(frame, spec.rule, spec.rule_params())
+    assert v.n == 3  # the shipped rule resamples the 3 prompts, not the 6 (target × prompt) rows
     assert frame["language"].dropna().eq("en").all()
 
 
