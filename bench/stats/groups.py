@@ -4,6 +4,10 @@ Cliff's δ = P(a > b) − P(a < b) over all token pairs is the estimate.  Tokens
 so its interval *and* its p-value come from one cluster bootstrap over whole units (the `unit` column, texts):
 p = (1 + #{δ* on the wrong side of the bound}) / (1 + B).  A token-level Mann–Whitney test would treat every
 token as an independent draw and is far too optimistic on clustered data (tests/stats/test_clustered.py).
+
+When every unit holds one 0/1 value (no clustering, e.g. a fact learned or not), δ is the difference of the two
+shares and the rule is exact: Boschloo's test of the 2×2 table (uniformly more powerful than Fisher's) and
+Newcombe's hybrid score interval for the difference of two independent proportions, never a point.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.core.registry import rule_def
+from bench.stats import exact
 from bench.stats import (
     CALIBRATED_MIN_N,
     Outcome,
@@ -95,6 +100,8 @@ def group_comparison(
     if min(n_a, n_b) < min_n or U < 3:
         return Verdict(Outcome.INCONCLUSIVE, f"only {n_a} tokens in group a and {n_b} in group b (< {min_n}) "
                        f"from {U} {unit}s", "group_comparison", name, n=U, alpha=alpha)
+    if over is None and len(rows) == U and exact.is_binary(vals):
+        return _binary_groups(name, vals, is_a, sign, delta, alpha, confidence, unit)
     levels = [None] if over is None else list(np.sort(rows[over].dropna().unique()))
     lev = None if over is None else rows[over].to_numpy()
     parts = [_pair_sums(vals[m], is_a[m], unit_idx[m], U)
@@ -136,6 +143,27 @@ def group_comparison(
     return majority("group_comparison", name, est, lo, hi, p, len(levels), alpha, over,
                     f"δ per {over} from {finite.min():.3g} to {finite.max():.3g} (bound {delta:g}); "
                     f"{unit_note(unit, U)}", n_units=U)
+
+
+def _binary_groups(name, vals, is_a, sign, delta, alpha, confidence, unit) -> Verdict:
+    """One 0/1 value per unit in two independent groups: δ = share(a) − share(b), Boschloo's exact test and
+    Newcombe's score interval."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    if delta != 0:
+        raise ValueError("group_comparison on one 0/1 value per unit tests exactly against δ = 0 (delta must be 0)")
+    ka, na = int(vals[is_a].sum()), int(is_a.sum())
+    kb, nb = int(vals[~is_a].sum()), int((~is_a).sum())
+    est = ka / na - kb / nb
+    table = [[ka, kb], [na - ka, nb - kb]]  # columns are the two samples
+    p = float(stats.boschloo_exact(table, alternative="less" if sign < 0 else "greater").pvalue)
+    lo, hi = (float(x) for x in confint_proportions_2indep(ka, na, kb, nb, method="newcomb", compare="diff",
+                                                            alpha=1 - confidence))
+    label = f"δ {'≤' if sign < 0 else '≥'} 0"
+    return _decide("group_comparison", name, est, lo, hi, p, na + nb, 0.0, sign, label, alpha, effect=est,
+                   effect_name="difference of shares (= Cliff's δ on 0/1)", unit=unit, resampled=False, binary=True,
+                   detail=f"{ka} of {na} vs {kb} of {nb}: {est:.4g}, Newcombe 95% CI [{lo:.4g}, {hi:.4g}], exact "
+                          f"Boschloo test")
 
 
 def majority(rule, name, est, lo, hi, p, n_levels, alpha, over, detail, n_units: int | None = None) -> Verdict:

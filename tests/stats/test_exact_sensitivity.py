@@ -216,3 +216,26 @@ def test_bh_adjustment_never_turns_a_precondition_inconclusive_back_into_refuted
     assert v.outcome.value == "INCONCLUSIVE" and "could not have shown the effect" in v.reason
     (after,) = adjust([v], unseen=3)
     assert after.outcome.value == "INCONCLUSIVE"
+
+
+def _groups(a: list[float], b: list[float]) -> pd.DataFrame:
+    vals = np.asarray(a + b, float)
+    return pd.DataFrame({"sample": np.arange(len(vals)), "metric": "m", "value": vals,
+                         "cls": ["A"] * len(a) + ["B"] * len(b)})
+
+
+GROUPS = {"metric": "m", "a": ["A"], "b": ["B"], "side": "greater", "min_n": 5}
+
+
+def test_two_groups_of_0_1_units_use_boschloos_exact_test():
+    """One 0/1 value per unit: δ is the difference of shares, p is Boschloo's exact p, the interval Newcombe's."""
+    v = evaluate(_groups([1.0] * 7 + [0.0], [1.0] * 2 + [0.0] * 6), "group_comparison", GROUPS)
+    assert v.estimate == pytest.approx(7 / 8 - 2 / 8)
+    assert v.p_value == pytest.approx(stats.boschloo_exact([[7, 2], [1, 6]], alternative="greater").pvalue)
+    assert v.outcome is Outcome.SUPPORTED and v.ci_low < v.estimate < v.ci_high
+
+
+def test_two_groups_all_ones_are_not_a_point_or_p_zero():
+    v = evaluate(_groups([1.0] * 8, [1.0] * 8), "group_comparison", GROUPS)
+    assert v.outcome is Outcome.INCONCLUSIVE and v.p_value == pytest.approx(1.0)
+    assert v.ci_low < 0 < v.ci_high
