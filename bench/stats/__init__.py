@@ -76,11 +76,14 @@ class Verdict:
     alpha: float = 0.05
     parts: tuple["Verdict", ...] = ()
     sensitivity: str | None = None  # why a REFUTED measurement could have shown the effect (None otherwise)
+    runs: int | None = None  # training runs combined (bench.stats.replicates): `parts` is then one verdict per run
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["outcome"] = self.outcome.value
         d["parts"] = [p.to_json() for p in self.parts]
+        if self.runs is None:
+            del d["runs"]  # records of unreplicated rules read as before
         return {k: _clean(v) for k, v in d.items()}
 
     @classmethod
@@ -102,7 +105,7 @@ def errored(reason: str) -> Verdict:
 def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> Verdict:
     """Run the registered rule `rule_name` on `frame`, then check that a REFUTED could have shown the effect.
 
-    The keys every rule takes (``requires``, ``smallest_effect``, ``smallest_effect_source``; see
+    The keys every rule takes (``requires``, ``smallest_effect``, ``smallest_effect_source``, ``replicates``; see
     :data:`bench.core.registry.COMMON_RULE_PARAMS`) are handled here and by :func:`_decide`, not by the rule."""
     import inspect
 
@@ -111,6 +114,11 @@ def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> 
 
     info = registry.rule(rule_name)
     params = dict(params)
+    column = params.pop("replicates", None)
+    if column:
+        from bench.stats import replicates
+
+        return replicates.decide(frame, column, lambda rows: evaluate(rows, rule_name, params))
     own = inspect.signature(info.fn).parameters
     common = {k: params[k] for k in sensitivity.KEYS if k in params}
     for k in common:
@@ -181,11 +189,18 @@ def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
     def apply(v: Verdict) -> Verdict:
         parts = tuple(apply(p) for p in v.parts)
         if parts:
+            # a verdict over training runs has the largest p of its runs (intersection–union); others their first part's
+            padj = (max(p.p_adjusted for p in parts) if v.runs and None not in [p.p_adjusted for p in parts]
+                    else parts[0].p_adjusted)
             if v.outcome is not Outcome.SUPPORTED:  # the correction only withdraws a SUPPORTED: re-combining the
                 # parts would drop what the rule decided beyond them (a failed gate, an unmet precondition)
-                return replace(v, parts=parts, p_adjusted=parts[0].p_adjusted)
-            merged = combine(parts, v.alpha)
-            return replace(merged, p_adjusted=parts[0].p_adjusted)
+                return replace(v, parts=parts, p_adjusted=padj)
+            withdrawn = [p for p in parts if p.outcome is not Outcome.SUPPORTED]
+            if not withdrawn:
+                return replace(v, parts=parts, p_adjusted=padj)
+            return replace(v, parts=parts, p_adjusted=padj, outcome=Outcome.INCONCLUSIVE,
+                           reason="not significant after BH adjustment: " + "; ".join(
+                               f"{p.metric}: {p.reason}" for p in withdrawn))
         if v.p_value is None or math.isnan(v.p_value):
             return v
         padj = float(next(adjusted))
