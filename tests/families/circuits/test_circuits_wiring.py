@@ -177,3 +177,18 @@ def test_toy_composition_model_rows_are_the_models_induction_scores(loaded_tiny,
         per = rows.pivot_table(index="sample", columns="metric", values="value")
         assert len(per) == 4
         np.testing.assert_allclose(per["loss_drop"], per["loss_first"] - per["loss_second"], rtol=1e-6)
+
+
+def test_norm_folding_compares_in_float32_when_the_run_is_bfloat16(tiny_model_dir, monkeypatch):
+    """The rewrite is exact algebra: under a bfloat16 run both sides are float32 copies, so the relative
+    difference stays at float32 rounding (< 1e-5) instead of bfloat16's (≈ 1e-2); the live model is untouched."""
+    from bench import models
+
+    bf16 = models.load(models.resolve(str(tiny_model_dir)), "cpu", dtype="bfloat16")
+    before = {k: v.clone() for k, v in bf16.hf.state_dict().items()}
+    monkeypatch.setattr("bench.corpora.load", lambda corpus: ["The cat sat on the mat.", "A dog ran far away."])
+    frame = run_probe("norm_folding", bf16, n_texts=2, max_tokens=8)
+    assert frame[frame.metric == "rel_logit_diff"]["value"].max() < 1e-5
+    assert "compared in float32" in " ".join(frame.attrs["notes"])
+    after = bf16.hf.state_dict()
+    assert all(after[k].dtype == torch.bfloat16 and torch.equal(after[k], v) for k, v in before.items())
