@@ -18,6 +18,13 @@ class HeadScores(Tidy):
     head: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
 
 
+class ToyHeadScores(HeadScores):
+    """Head scores of the model and of toys trained from scratch; `train_seed` names the toy's training run
+    (null on the model's own rows, which belong to every run)."""
+
+    train_seed: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+
+
 class Composition(Tidy):
     """Composition scores between an earlier (source) head and a later (target) head, and their baseline."""
 
