@@ -36,7 +36,7 @@ from bench.families.microscope.layerpass import (
     layer_pass_memo,
     prepare_items,
 )
-from bench.families.microscope.schemas import TokenLayerMetrics
+from bench.families.microscope.schemas import TrainedTokenMetrics
 from bench.models.decoding import pad_id
 
 METRICS = ("context_loss", "context_loss_blind", "context_loss_layer0", "context_loss_shuffled", "token_error_mean",
@@ -111,10 +111,13 @@ def heldout_losses(fits: dict, test: Pool, index: pd.DataFrame) -> dict[str, np.
 
 
 def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_train, cfg: DecoderConfig,
-            subject: str | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """C_i with its controls, and E_i, for the scored tokens of `model`."""
+            subject: str | None = None, runs: int = 1) -> tuple[pd.DataFrame, list[str]]:
+    """C_i with its controls, and E_i, for the scored tokens of `model`; the decoders are trained `runs` times
+    (column ``train_seed``; E_i, which no training touches, has none)."""
     if n_eval > n_texts or n_eval < 2 or n_train < 1:
         raise BenchError("need 2 ≤ n_eval ≤ n_texts and n_train ≥ 1")
+    if runs < 1:
+        raise BenchError(f"decoder_runs must be at least 1, got {runs}")
     items = prepare_items(model.tokenizer, corpus, n_texts + n_train, max_tokens)
     eval_items = [it for it in items if it.sample < n_eval]
     train_items = [it for it in items if it.sample >= n_texts]
@@ -132,15 +135,27 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
              else torch.arange(model.arch.vocab_size))
     start = start_id(model.tokenizer, items)
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator(stream=11)))
-    kw = dict(vocab=vocab, start_id=start, seed=seed)
-    fits = fit_decoders(model, train, cfg, **kw, progress=lambda f, m="": ctx.progress(0.05 + 0.9 * f, m))
+    frames, losses = [], []
+    for r in range(runs):  # independent decoder trainings (seeds seed, seed + 1, …) on the same pools
+        kw = dict(vocab=vocab, start_id=start, seed=seed + r)
+        fits = fit_decoders(model, train, cfg, **kw,
+                            progress=lambda f, m="", r=r: ctx.progress(0.05 + 0.9 * (r + f) / runs,
+                                                                       f"{m} (run {r + 1} of {runs})"))
+        ctx.progress(0.05 + 0.9 * (r + 1) / runs, "prefix decoder: held-out losses")
+        loss = heldout_losses(fits, test, index)
+        extra = [pd.DataFrame({"sample": np.arange(len(f.train_loss)), "metric": "train_loss", "value": f.train_loss,
+                                "condition": cond}) for cond, f in fits.items()]
+        frames.append(pd.concat([control_rows(index, loss, err), *extra], ignore_index=True).assign(train_seed=r))
+        losses.append(loss)
+        if r == 0:
+            first_fits = fits
+        else:
+            del fits
+    fits, loss = first_fits, losses[0]
     trained, blind, first = fits["states"], fits["blind"], fits["layer0"]
-    ctx.progress(0.95, "prefix decoder: held-out losses")
-    loss = heldout_losses(fits, test, index)
-    frame = control_rows(index, loss, err)
-    extra = [pd.DataFrame({"sample": np.arange(len(f.train_loss)), "metric": "train_loss", "value": f.train_loss,
-                            "condition": cond}) for cond, f in fits.items()]
-    frame = pd.concat([frame, err[["sample", "position", "cls", "metric", "value"]], *extra], ignore_index=True)
+    frame = pd.concat([*frames, err[["sample", "position", "cls", "metric", "value"]].assign(train_seed=pd.NA)],
+                      ignore_index=True)
+    frame["train_seed"] = frame["train_seed"].astype("Int64")
     frame["subject"] = subject
     w = trained.encoder.weights()
     top = int(np.argmax(w))
@@ -165,8 +180,11 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
              f"{loss['context_loss_layer0'].mean():.3f}, trained with another token's states "
              f"{loss['context_loss_shuffled'].mean():.3f}; training loss (first 5 → last 5 steps) {curve}; pooling "
              f"weight peaks at layer {top} ({w[top]:.2f})",
-             *summary(frame)]
-    del trained, blind, first, fits
+             *([f"{runs} decoder trainings (seeds {seed}…{seed + runs - 1}, column train_seed): held-out C per "
+                f"run " + ", ".join(f"{x['context_loss'].mean():.3f}" for x in losses) + "; the lines above describe "
+                f"the first"] if runs > 1 else []),
+             *summary(frame[frame["train_seed"].isna() | (frame["train_seed"] == 0)])]
+    del trained, blind, first, fits, first_fits
     return frame, notes
 
 
@@ -176,6 +194,7 @@ class ContextParams:
     n_eval: int = 12
     n_train: int = 96  # texts after the sample's that train the decoders
     decoder: DecoderConfig = DecoderConfig(decoder_layers=2)
+    decoder_runs: int = 1  # independent trainings of the three decoders (seeds as units: `replicates`)
 
 
 @dataclass(frozen=True)
@@ -186,15 +205,16 @@ class PairParams(ContextParams):
 def _measure(ctx, model, p: ContextParams, subject: str | None = None):
     s = p.sample
     return measure(ctx, model, corpus=s.corpus, n_texts=s.n_texts, max_tokens=s.max_tokens,
-                   micro_batch=s.micro_batch, n_eval=p.n_eval, n_train=p.n_train, cfg=p.decoder, subject=subject)
+                   micro_batch=s.micro_batch, n_eval=p.n_eval, n_train=p.n_train, cfg=p.decoder, subject=subject,
+                   runs=p.decoder_runs)
 
 
-@probe_def("contextualization", version=5, schema=TokenLayerMetrics, metrics=METRICS)
+@probe_def("contextualization", version=6, schema=TrainedTokenMetrics, metrics=METRICS)
 def contextualization(ctx, p: ContextParams) -> pd.DataFrame:
     """Prefix-reconstruction loss C_i per token (with state-blind, layer-0 and shuffled controls), E_i per token,
     and both centred per position."""
     frame, notes = _measure(ctx, ctx.model, p)
-    return finish(frame, notes)
+    return finish(frame, notes, trained=True)
 
 
 def _counterpart(params, model: str) -> list[str]:
@@ -202,7 +222,7 @@ def _counterpart(params, model: str) -> list[str]:
     return [b if model == i else i for b, i in (params.get("instruct_of") or {}).items() if model in (b, i)][:1]
 
 
-@probe_def("context_pair", version=6, schema=TokenLayerMetrics, metrics=METRICS, companions=_counterpart)
+@probe_def("context_pair", version=7, schema=TrainedTokenMetrics, metrics=METRICS, companions=_counterpart)
 def context_pair(ctx, p: PairParams) -> pd.DataFrame:
     """C_i and E_i of a base model (subject "base") and of its instruction-tuned variant ("instruct").
 
@@ -212,7 +232,7 @@ def context_pair(ctx, p: PairParams) -> pd.DataFrame:
     name, instruct_of = ctx.model.name, p.instruct_of
     pair = next(((b, i) for b, i in instruct_of.items() if name in (b, i)), None)
     if pair is None:
-        frame = finish(pd.DataFrame(columns=["metric", "value"]))
+        frame = finish(pd.DataFrame(columns=["metric", "value"]), trained=True)
         frame.attrs["notes"] = [f"no base/instruct counterpart of '{name}' is given in the spec's measure.instruct_of "
                                 f"(pairs: {', '.join(f'{b} → {i}' for b, i in instruct_of.items()) or 'none'}): "
                                 f"the claim needs the same model before and after instruction tuning, and no "
@@ -222,7 +242,7 @@ def context_pair(ctx, p: PairParams) -> pd.DataFrame:
     try:
         counterpart = ctx.companion(other)
     except ModelError as exc:
-        frame = finish(pd.DataFrame(columns=["metric", "value"]))
+        frame = finish(pd.DataFrame(columns=["metric", "value"]), trained=True)
         frame.attrs["notes"] = [f"the counterpart '{other}' of '{name}' is not available: {exc}"]
         return frame
     frames, notes = [], []
@@ -231,4 +251,4 @@ def context_pair(ctx, p: PairParams) -> pd.DataFrame:
         f, n = _measure(ctx, model, p, subject=role)
         frames.append(f)
         notes += [f"{role} ({model.name}): {x}" for x in n]
-    return finish(pd.concat(frames, ignore_index=True), notes)
+    return finish(pd.concat(frames, ignore_index=True), notes, trained=True)

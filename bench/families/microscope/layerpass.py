@@ -261,16 +261,20 @@ def collect_states(model, items: list[Item], limit: int, micro: int) -> tuple[to
     return torch.cat(kept, dim=1), index
 
 
-def finish(frame: pd.DataFrame, notes: list[str] | None = None) -> pd.DataFrame:
-    """Give a family frame every column of :class:`bench.families.microscope.schemas.TokenLayerMetrics`, typed, and its notes."""
+def finish(frame: pd.DataFrame, notes: list[str] | None = None, *, trained: bool = False) -> pd.DataFrame:
+    """Give a family frame every column of :class:`bench.families.microscope.schemas.TokenLayerMetrics` (with
+    `trained`, of ``TrainedTokenMetrics``: ``train_seed`` too), typed, and its notes."""
     out = frame.copy()
+    extra = ["train_seed"] if trained else []
+    for col in extra:
+        out[col] = out[col].astype("Int64") if col in out.columns else pd.array([pd.NA] * len(out), dtype="Int64")
     for col in ("subject", "condition", "cls"):
         if col not in out.columns:
             out[col] = None
     for col in ("sample", "position", "layer"):
         if col not in out.columns:
             out[col] = pd.NA
-    out = typed(out)[["subject", "condition", "sample", "position", "layer", "cls", "metric", "value"]]
+    out = typed(out)[["subject", "condition", "sample", "position", "layer", "cls", *extra, "metric", "value"]]
     out = out.reset_index(drop=True)
     out.attrs["notes"] = list(notes if notes is not None else frame.attrs.get("notes", []))
     return out

@@ -19,3 +19,10 @@ class TokenLayerMetrics(Tidy):
     position: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     layer: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     cls: Series[str] = pa.Field(nullable=True)
+
+
+class TrainedTokenMetrics(TokenLayerMetrics):
+    """The same, from probes that train something on the states (the prefix decoders): `train_seed` names the
+    training run of a row's numbers, null where nothing was trained (E_i)."""
+
+    train_seed: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)

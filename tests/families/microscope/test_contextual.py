@@ -323,3 +323,28 @@ def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):
     claim = {"rule": "correlation", "x": {"metric": "context_loss"}, "y": {"metric": "token_error_mean"}}
     v = stats.evaluate(frame, "gated", {"of": [*gates, claim]})
     assert v.outcome is stats.Outcome.INCONCLUSIVE  # 3 steps teach nothing: the gate or the sample size says so
+
+
+def test_decoder_runs_are_separate_trainings_named_by_train_seed(loaded_tiny, tmp_path):
+    """`decoder_runs = 2`: every trained number comes twice (train_seed 0 and 1, different seeds, so different
+    losses), E_i once with no train_seed; a rule with `replicates` decides on each run."""
+    from bench.core import registry, schemas
+    from bench.core.context import ProbeContext
+    from bench.core.store import Cache
+
+    info = registry.probe("contextualization")
+    ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "frames"))
+    frame = schemas.validate(info.call(ctx, corpus="brown:all", n_texts=6, max_tokens=16, n_eval=3, n_train=3,
+                                     prefix=3, reader="readout", hidden=8, steps=4, batch=8, decoder_runs=2),
+                             info.schema, info.metrics)
+    c = frame[frame["metric"] == "context_loss"]
+    assert sorted(c["train_seed"].unique().tolist()) == [0, 1]
+    a = c[c["train_seed"] == 0].sort_values(["sample", "position"])["value"].to_numpy()
+    b = c[c["train_seed"] == 1].sort_values(["sample", "position"])["value"].to_numpy()
+    assert len(a) == len(b) > 0 and not np.allclose(a, b)  # two trainings, not one copied
+    e = frame[frame["metric"] == "token_error_mean"]
+    assert len(e) > 0 and e["train_seed"].isna().all()
+    assert (frame[frame["metric"] == "train_loss"].groupby("train_seed").size() == 3 * 4).all()
+    v = stats.evaluate(frame, "threshold", {"metric": "decoder_gain_vs_blind", "min": 0.0, "min_n": 2,
+                                            "replicates": "train_seed"})
+    assert v.runs == 2 and len(v.parts) == 2
