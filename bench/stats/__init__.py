@@ -185,7 +185,9 @@ def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
                 # parts would drop what the rule decided beyond them (a failed gate, an unmet precondition)
                 return replace(v, parts=parts, p_adjusted=parts[0].p_adjusted)
             merged = combine(parts, v.alpha)
-            return replace(merged, p_adjusted=parts[0].p_adjusted)
+            if merged.outcome is Outcome.SUPPORTED:  # nothing withdrawn: the rule's own words stand
+                merged = replace(merged, reason=v.reason)
+            return replace(merged, rule=v.rule, p_adjusted=parts[0].p_adjusted)
         if v.p_value is None or math.isnan(v.p_value):
             return v
         padj = float(next(adjusted))
