@@ -4,6 +4,7 @@ run writes, with the decision that needs both frames."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,24 @@ def test_warm_replay_equals_cold_for_a_spec_decided_against_its_control(cli, tmp
     assert cli(*args).exit_code == 0
     warm = _new_record(chdir_tmp, seen)
     assert warm["executor"]["name"] == "replay" and comparable(warm) == comparable(cold)
+
+
+def test_the_report_shows_trained_and_control_side_by_side(cli, tmp_path, tiny_model_dir, chdir_tmp):
+    from bench.report.html import context, render_html
+
+    write(chdir_tmp)
+    assert cli("verify", chdir_tmp / "specs" / "circuits", "--models", tiny_model_dir, "--no-report").exit_code == 0
+    (run_dir,) = (chdir_tmp / "runs").iterdir()
+    record = json.loads((run_dir / "record.json").read_text())
+    trained, control = record["cells"]
+    (claim,) = context(record, run_dir, with_charts=False)["claims"]
+    rows = claim["cells"][trained["model"]]["side_by_side"]
+    assert [r["label"] for r in rows] == ["trained", "untrained control", "trained − control"]
+    assert rows[0]["estimate"] == trained["verdict"]["parts"][0]["estimate"]
+    assert (rows[1]["model"], rows[1]["estimate"], rows[1]["outcome"]) == (
+        control["model"], control["verdict"]["estimate"], control["verdict"]["outcome"])
+    assert (rows[2]["estimate"], rows[2]["ci_low"]) == (trained["verdict"]["parts"][1]["estimate"],
+                                                        trained["verdict"]["parts"][1]["ci_low"])
+    assert claim["cells"][control["model"]]["side_by_side"] == []
+    html = render_html(record, run_dir)
+    assert "Trained and untrained control side by side" in html and "Decided against the model's random-init" in html
