@@ -50,6 +50,7 @@ class Arm:
     stat: Callable[[np.ndarray], np.ndarray] | None = None  # resampled: (..., n, G) → (...)
     full: float | None = None  # replicated: the estimate on all the data; `table` has one column per replicate
     shrink: float = 1.0  # replicated: a replicate's spread relative to the full estimate's
+    min_n: int = 1  # replicated: fewer shared replicates than this leave the difference undecided
 
 
 ArmFn = Callable[..., "Arm | Verdict"]
@@ -97,6 +98,9 @@ def difference(trained: pd.DataFrame, control: pd.DataFrame, rule: str, params: 
         return Verdict(Outcome.INCONCLUSIVE, f"trained − control: no {t.unit} is in both frames", RULE, name,
                        alpha=alpha)
     A, B = t.table.loc[common].to_numpy(float), c.table.loc[common].to_numpy(float)
+    if t.full is not None and n < t.min_n:
+        return Verdict(Outcome.INCONCLUSIVE, f"trained − control {t.full - c.full:.4g} but only {n} shared "
+                       f"{t.unit}s (< {t.min_n})", RULE, name, t.full - c.full, n=n, alpha=alpha)
     if t.full is not None:
         est = float(t.full - c.full)
         d = A[:, 0] - B[:, 0]

@@ -18,7 +18,7 @@ from bench.stats.control import Arm, arm_def
 
 
 @arm_def("binomial_share")
-def share_arm(frame: pd.DataFrame, *, method: str = "lape", **_: Any):
+def share_arm(frame: pd.DataFrame, *, method: str = "lape", min_replicates: int = 10, **_: Any):
     found = replicate_table(frame, method)
     if found is None:
         return _missing(frame, "binomial_share", "edge_share", {"method": method})
@@ -26,7 +26,8 @@ def share_arm(frame: pd.DataFrame, *, method: str = "lape", **_: Any):
     if n == 0 or len(table) == 0:
         return _none(frame, "binomial_share", "edge_share", f"{n} selected neurons, {len(table)} replicates")
     shares = (table["edge_count"] / table["total_count"]).to_frame("share")
-    return Arm(shares, side=+1, unit="split-half replicate", name="edge_share", full=k / n, shrink=1 / np.sqrt(2))
+    return Arm(shares, side=+1, unit="split-half replicate", name="edge_share", full=k / n, shrink=1 / np.sqrt(2),
+               min_n=min_replicates)
 
 
 @arm_def("baseline_ratio")

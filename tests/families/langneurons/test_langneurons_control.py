@@ -56,3 +56,10 @@ def test_ratio_difference_pairs_evaluation_texts():
     assert d.outcome is Outcome.SUPPORTED and d.ci_high < 0 and d.n == 30
     same = difference(trained, trained, "baseline_ratio", params)
     assert same.estimate == pytest.approx(0.0) and same.outcome is not Outcome.SUPPORTED
+
+
+def test_too_few_shared_replicates_leave_the_difference_undecided():
+    trained, control = shares_frame(90, 0.9 + SPREAD), shares_frame(50, 0.5 + SPREAD[:9])
+    d = difference(trained, control, "binomial_share", {"min_share": 0.6})
+    assert d.outcome is Outcome.INCONCLUSIVE and d.n == 9 and "only 9 shared" in d.reason
+    assert d.estimate == pytest.approx(0.4)
