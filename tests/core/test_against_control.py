@@ -129,3 +129,11 @@ def test_the_report_shows_trained_and_control_side_by_side(cli, tmp_path, tiny_m
     assert claim["cells"][control["model"]]["side_by_side"] == []
     html = render_html(record, run_dir)
     assert "Trained and untrained control side by side" in html and "Decided against the model's random-init" in html
+
+
+def test_a_claim_decided_against_its_control_is_not_flagged_for_passing_on_it():
+    from bench.models.controls import FLAG, flag
+
+    outcomes = {("f.c", "m"): "SUPPORTED"}
+    assert flag({"id": "f.c"}, "m", outcomes) == FLAG
+    assert flag({"id": "f.c", "control_decide": "difference"}, "m", outcomes) is None
