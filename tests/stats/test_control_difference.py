@@ -107,3 +107,19 @@ def test_paired_difference_arm_is_the_difference_of_differences():
 def test_an_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="no arm"):
         difference(units([1.0]), units([1.0]), "trend", {"metric": "m", "min": 0.0})
+
+
+def test_the_family_correction_keeps_the_decision_and_withdraws_on_either_p():
+    from bench.stats import adjust
+
+    rng = np.random.default_rng(6)
+    t = rng.normal(0.8, 0.1, 20)
+    v = decided(units(t), units(t - 0.3 + rng.normal(0, 0.05, 20)))
+    (kept,) = adjust([v])
+    assert kept.outcome is Outcome.SUPPORTED and kept.rule == RULE and kept.reason == v.reason
+    from scipy.stats import false_discovery_control
+
+    bh = false_discovery_control([p.p_value for p in v.parts], method="bh")  # both conditions' p-values count
+    assert [p.p_adjusted for p in kept.parts] == pytest.approx(list(bh))
+    (withdrawn,) = adjust([v], unseen=400)  # 400 members with p = 1: nothing stays significant
+    assert withdrawn.outcome is Outcome.INCONCLUSIVE and "BH" in withdrawn.reason
