@@ -50,7 +50,9 @@ def models_for(spec: Spec, choice: tuple[str, ...]) -> tuple[str, ...]:
 
 def build(specs: Iterable[Spec], models: tuple[str, ...], profile: str, seeds: tuple[int, ...],
           control: str | None = None) -> list[Cell]:
-    """The cells to run; with `control`, each model's cell is followed by one on its control model."""
+    """The cells to run; with `control`, each model's cell is followed by one on its control model.  A spec
+    decided against its control (``[control] decide``) gets its random-init control cell without `control`
+    too: that cell is part of its measurement."""
     from bench.models import controls
 
     if profile not in PROFILES:
@@ -62,7 +64,8 @@ def build(specs: Iterable[Spec], models: tuple[str, ...], profile: str, seeds: t
         check_spec(spec)
         applied = spec.with_profile(profile)
         for model in models_for(spec, models):
-            names = [model] + ([controls.name_of(model, control)] if control and not controls.base_of(model) else [])
+            kind = control or (controls.KINDS[0] if spec.control_decide else None)
+            names = [model] + ([controls.name_of(model, kind)] if kind and not controls.base_of(model) else [])
             for name in names:
                 for seed in seeds:
                     cells.append(Cell(applied, name, seed))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import models, stats
-from bench.core import plan, results, upkeep
+from bench.core import against, plan, results, upkeep
 from bench.core.errors import BenchError, ModelError, UsageError
 from bench.core.spec import Spec
 from bench.core.store import Cache, RunWriter
@@ -180,6 +180,7 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
         verdict = stats.errored("the executor returned no result for this cell")
         on_event(executors.Event("done", key=c.key, result=executors.CellResult(
             c.key, _lost_record(c, shown), None, verdict, 0.0, False)))
+    against.decide(cells, done)  # claims decided against their control need both frames: all cells are done
     order = _in_plan_order(writer, cells, added)
     final, families = adjust_by_family([by_key[k] for k in order], [done[k].verdict for k in order], opts.models)
     writer.record["bh_families"] = [_portable_family(f, shown) for f in families]
@@ -293,7 +294,7 @@ def adjust_by_family(cells: list[plan.Cell], raw: list[Verdict],
         ran = {cells[i].spec.id for i in idx}
         members = [s for s in declared_cache[folder] if s.family == family]
         missing = [s for s in members if s.id not in ran and model in plan.models_for(s, models_choice)]
-        unseen = sum(len(s.verdict.get("of", ())) if s.rule == "all" else 1 for s in missing)
+        unseen = sum(against.p_values(s) for s in missing)
         for i, v in zip(idx, stats.adjust([raw[i] for i in idx], unseen=unseen)):
             final[i] = v
         families.append({"family": family, "folder": folder, "model": model,

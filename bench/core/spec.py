@@ -24,7 +24,9 @@ SPEC_VERSION = 1
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 TOP_KEYS = ("id", "title", "source", "claim", "spec_version", "models", "data", "measure", "verdict",
             "reference", "profiles", "control")
-CONTROL_KEYS = ("holds",)  # [control] holds = "why the claim is true of any weights, trained or not"
+CONTROL_KEYS = ("holds", "decide")  # [control] holds = "why the claim is true of any weights, trained or not";
+# decide = "difference": the claim is decided on trained − its random-init control too (bench.stats.control)
+DECIDE = ("difference",)
 REQUIRED = ("id", "title", "source", "claim", "spec_version", "models", "measure", "verdict")
 MODEL_KEYS = ("default", "paper")
 REFERENCE_KEYS = ("model", "metric", "value", "where", "note")
@@ -62,6 +64,7 @@ class Spec:
     profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
     profile: str | None = None  # the profile applied by `with_profile`, if any
     control_holds: str = ""  # why a random-initialised control is expected to pass too ("" when it should not)
+    control_decide: str = ""  # "difference": decided against the random-init control as well ("" when not)
 
     @property
     def family(self) -> str:
@@ -86,6 +89,8 @@ class Spec:
         body = {k: thaw(v) for k, v in self.__dict__.items() if k not in ("path", "profiles")}
         if not self.control_holds:
             del body["control_holds"]  # specs that say nothing of their control keep their digest
+        if not self.control_decide:
+            del body["control_decide"]
         body["references"] = [r.__dict__ for r in self.references]
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
@@ -97,6 +102,7 @@ class Spec:
             "params": self.probe_params(), "verdict": self.rule_params(), "hash": self.digest(),
             "models": {"default": list(self.models_default), "paper": list(self.models_paper)},
             "references": [r.__dict__ for r in self.references], "control_holds": self.control_holds,
+            "control_decide": self.control_decide,
         }
 
 
@@ -171,12 +177,21 @@ def _build(raw: dict, text: str, path: Path) -> Spec:
     err.unknown(control, CONTROL_KEYS, table="control")
     if "holds" in control:
         err.type(control["holds"], str, "control.holds")
+    if "decide" in control:
+        err.type(control["decide"], str, "control.decide")
+        if control["decide"] not in DECIDE:
+            err.fail("control.decide", f"unknown value {control['decide']!r:.40} for 'decide' (known: "
+                     f"{', '.join(DECIDE)})" + did_you_mean(control["decide"], DECIDE))
+        if "holds" in control:
+            err.fail("control.decide", "'decide' and 'holds' exclude each other: a claim true of any weights "
+                     "cannot also be decided against its control")
 
     return Spec(
         id=spec_id, title=raw["title"].strip(), source=raw["source"].strip(), claim=raw["claim"].strip(),
         path=str(path), models_default=tuple(default), models_paper=tuple(paper), data=freeze(data),
         probe=probe, measure=freeze(measure), rule=rule, verdict=freeze(verdict), references=references,
         profiles=freeze(profiles), control_holds=control.get("holds", "").strip(),
+        control_decide=control.get("decide", ""),
     )
 
 
@@ -235,6 +250,13 @@ def check_spec(spec: Spec) -> None:
                             line=_find_line(_text(spec.path), section, name))
         rule.check_all(s.rule_params(), spec)
         _check_corpora(s, label)
+    if spec.control_decide:
+        from bench.stats import control
+
+        if not control.supports(spec.rule):
+            raise SpecError(f"rule '{spec.rule}' cannot be decided against its control (rules that can: "
+                            f"{', '.join(sorted(control.ARMS))})", path=spec.path, key="control.decide",
+                            line=_find_line(_text(spec.path), "control", "decide"))
 
 
 def _check_corpora(spec: Spec, label: str) -> None:

@@ -68,8 +68,11 @@ MISSED = "fails on its untrained control, which it should pass"
 def flag(spec: dict[str, Any], model: str, control: dict[tuple[str, str], str]) -> str | None:
     """The warning for a claim SUPPORTED on the control of `model` (a claim that passes on noise).  A spec whose
     ``[control] holds`` says why the claim is true of any weights (an exact identity, say) is warned about the
-    other way round: when its control does not pass."""
+    other way round: when its control does not pass.  A spec decided against its control (``[control] decide``)
+    is not warned about: its verdict already asks for more than the control shows."""
     outcome = control.get((spec["id"], model))
+    if spec.get("control_decide"):  # already decided against its control: a SUPPORTED exceeded it
+        return None
     if spec.get("control_holds"):
         return MISSED if outcome is not None and outcome != "SUPPORTED" else None
     return FLAG if outcome == "SUPPORTED" else None

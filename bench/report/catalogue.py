@@ -54,6 +54,8 @@ def markdown(specs: Iterable) -> str:
                     f"- Spec: `specs/{e['path']}`",
                     f"- Measured by: probe `{s.probe}`",
                     f"- Decision rule (`{s.rule}`): {_md(e['rule_words'])}",
+                    *(["- Decided against its random-init control as well: trained − control on the claimed side "
+                       "of 0, paired over the rule's units; both conditions must hold"] if s.control_decide else []),
                     f"- Models: default {', '.join(s.models_default) or '—'}; paper "
                     f"{', '.join(s.models_paper) or '—'}"]
             if s.references:

@@ -87,7 +87,21 @@ def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool,
         "fingerprint": cell.get("fingerprint"), "model_ref": cell.get("model_ref"),
         "control_outcome": control.get((cell["spec"]["id"], cell["model"])),
         "flag": flag(cell["spec"], cell["model"], control),
+        "against_control": cell.get("against_control"), "side_by_side": [],
     }
+
+
+def side_by_side(view: dict[str, Any], control: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """For a claim decided against its control: the trained model's own condition, the control's own verdict and
+    their difference, each with estimate, interval and outcome (the control's row is empty when it did not run)."""
+    parts = view["parts"]
+    own, diff = (parts[0], parts[1]) if len(parts) == 2 else ({}, {})
+    keys = ("outcome", "estimate", "ci_low", "ci_high", "threshold", "n")
+    ctl = {**{k: control.get(k) for k in keys}, "p_adjusted": control.get("p_adj")} if control else {}
+    return [{"label": label, "model": model, **{k: v.get(k) for k in (*keys, "p_adjusted")}}
+            for label, model, v in (("trained", view["model"], own),
+                                    ("untrained control", view["against_control"], ctl),
+                                    ("trained − control", "", diff))]
 
 
 def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) -> dict[str, Any]:
@@ -100,6 +114,10 @@ def context(record: dict[str, Any], run_dir: Path, *, with_charts: bool = True) 
         claim = claims.setdefault(spec["id"], {
             "spec": spec, "rule_words": describe(spec["rule"], spec["verdict"]), "cells": {}, "placement_svg": None})
         claim["cells"][cell["model"]] = _cell_view(run_dir, cell, with_charts, control)
+    for claim in claims.values():
+        for view in claim["cells"].values():
+            if view["against_control"]:
+                view["side_by_side"] = side_by_side(view, claim["cells"].get(view["against_control"]))
     if with_charts:
         for claim in claims.values():
             claim["placement_svg"] = placement_svg(claim["spec"], claim["cells"])

@@ -12,6 +12,7 @@ from scipy import stats
 
 from bench.core.registry import rule_def
 from bench.stats import exact
+from bench.stats.control import Arm, arm_def
 from bench.stats import (
     Outcome,
     Reduce,
@@ -219,3 +220,30 @@ def all_of(frame: pd.DataFrame, *, of: list[dict[str, Any]], alpha: float = 0.05
     return combine(evaluate_parts(frame, of, alpha), alpha)
 
 
+
+
+@arm_def("threshold")
+def _threshold_arm(frame: pd.DataFrame, *, metric: str, min: float | None = None, max: float | None = None,
+                   reduce: Reduce = "mean", by: list[str] = [], where: dict[str, Any] = {},  # noqa: B006
+                   unit: str = "sample", **_: Any):
+    """The reduced metric over units (a worst case over rows has no units: no arm)."""
+    rows = _select(frame, {"metric": metric, **where})
+    if rows.empty or reduce in ("max", "min"):
+        return _missing(frame, "threshold", metric, where) if rows.empty else Verdict(
+            Outcome.INCONCLUSIVE, f"reduce '{reduce}' is an exact worst case, with no units to pair", "threshold")
+    return Arm(_matrix(rows, unit, by), side=_bound(min, max)[1], unit=unit, name=metric, stat=_reducer(reduce))
+
+
+@arm_def("paired_difference")
+def _paired_arm(frame: pd.DataFrame, *, a: dict[str, Any], b: dict[str, Any], reduce: Reduce = "mean",
+                by: list[str] = [], unit: str = "sample", **_: Any):  # noqa: B006
+    """reduce(a) − reduce(b) over the units (and `by` groups) that have both sides."""
+    ra, rb = _select(frame, a), _select(frame, b)
+    if ra.empty or rb.empty:
+        return _missing(frame, "paired_difference", f"{_label(a)} − {_label(b)}", a if ra.empty else b)
+    ma, mb = _matrix(ra, unit, by), _matrix(rb, unit, by)
+    common = ma.index.intersection(mb.index)
+    k, stat = ma.shape[1], _reducer(reduce)
+    table = pd.concat([ma.loc[common], mb.loc[common]], axis=1, ignore_index=True)
+    return Arm(table, side=+1, unit=unit, name=f"{_label(a)} − {_label(b)}",
+               stat=lambda m: stat(m[..., :k]) - stat(m[..., k:]))

@@ -173,3 +173,22 @@ def test_estimate_lies_inside_its_interval(name):
             if part.estimate is None or part.ci_low is None or part.ci_high is None:
                 continue
             assert part.ci_low - 1e-12 <= part.estimate <= part.ci_high + 1e-12, (name, seed, part)
+
+
+@pytest.mark.parametrize("name", ["threshold", "paired_difference", "baseline_ratio", "binomial_share"])
+def test_the_difference_from_a_control_lies_inside_its_interval(name):
+    """Claims decided against their control (bench.stats.control): trained − control, on two random frames of
+    the rule's shape, for every rule that registers an arm."""
+    from bench.stats.control import difference, supports
+
+    assert supports(name)
+    for seed in range(8):
+        rng = np.random.default_rng(100 + seed)
+        (trained, params), (control, _) = CASES[name](rng), CASES[name](rng)
+        if name == "threshold":
+            trained, control = _units(rng, n=20), _units(rng, n=20)
+            params = {"metric": "m", "min": 0.0}
+        v = difference(trained, control, name, {**params, "n_resamples": 299})
+        if v.estimate is None or v.ci_low is None:
+            continue
+        assert v.ci_low - 1e-12 <= v.estimate <= v.ci_high + 1e-12, (name, seed, v)

@@ -49,6 +49,7 @@ class _Cells:
         self.langs = sorted(self.bytes.columns)
         table = pd.concat(cols + [self.bytes[y] for y in self.langs], axis=1) if cols else pd.DataFrame()
         table = table.dropna(axis=0, how="any")
+        self.units = table.index  # the evaluation texts every column has
         self.mat = table.to_numpy(float)  # (n_units, n_cells + n_langs)
         self.n = self.mat.shape[0]
         self.col = {k: i for i, k in enumerate(self.keys)}
@@ -238,6 +239,20 @@ def related_exceeds_unrelated(frame: pd.DataFrame, *, method: str = "lape",
                    alpha, effect=est, effect_name="ΔBPB difference")
 
 
+def replicate_table(frame: pd.DataFrame, method: str):
+    """(edge count, total count, uniform share, replicates × [edge_count, total_count]) of `method`'s selection,
+    or None when the frame has no full-selection counts.  Replicates with no selected neuron are left out."""
+    sel = _select(frame, {"method": method})
+    full = {r.metric: r.value for r in sel.itertuples()
+            if pd.isna(r.layer) and pd.isna(r.set_lang) and pd.isna(r.sample)}
+    if "edge_count" not in full or "total_count" not in full:
+        return None
+    reps = sel[sel["sample"].notna() & sel["metric"].isin(["edge_count", "total_count"])]
+    table = reps.pivot_table(index="sample", columns="metric", values="value", aggfunc="sum")
+    table = table[table.get("total_count", pd.Series(dtype=float)) > 0] if len(table) else table
+    return int(full["edge_count"]), int(full["total_count"]), float(full.get("uniform_share", float("nan"))), table
+
+
 @rule_def("binomial_share")
 def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: float = 0.6, min_n: int = 10,
                    min_replicates: int = 10, alpha: float = 0.05, confidence: float = 0.95) -> Verdict:
@@ -250,19 +265,13 @@ def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: floa
     their spread divided by √2 (estimate + (share_r − mean share) / √2), so the interval is about the full
     selection and always holds its estimate.  Interval: those values' percentiles; p = (1 + #{value <
     min_share}) / (1 + R).  The uniform share and the halves' Jaccard index are reported beside."""
-    sel = _select(frame, {"method": method})
-    full = {r.metric: r.value for r in sel.itertuples()
-            if pd.isna(r.layer) and pd.isna(r.set_lang) and pd.isna(r.sample)}
-    if "edge_count" not in full or "total_count" not in full:
+    found = replicate_table(frame, method)
+    if found is None:
         return _missing(frame, "binomial_share", "edge_share", {"method": method})
-    k, n = int(full["edge_count"]), int(full["total_count"])
-    uniform = float(full.get("uniform_share", float("nan")))
+    k, n, uniform, table = found
     if n < min_n:
         return Verdict(Outcome.INCONCLUSIVE, f"only {n} selected neurons (< {min_n})", "binomial_share", "edge_share",
                        k / n if n else None, n=n, alpha=alpha)
-    reps = sel[sel["sample"].notna() & sel["metric"].isin(["edge_count", "total_count"])]
-    table = reps.pivot_table(index="sample", columns="metric", values="value", aggfunc="sum")
-    table = table[table.get("total_count", pd.Series(dtype=float)) > 0] if len(table) else table
     R = len(table)
     if R < min_replicates:
         return Verdict(Outcome.INCONCLUSIVE, f"share {k / n:.3g} ({k} of {n} neurons) but only {R} split-half "
