@@ -237,11 +237,11 @@ def _check_tables(info: "RuleInfo", values: Mapping[str, Any], spec, where: str,
     """Every key of a row selector is a column of the probe's frame; every key of a declared table is one of
     its keys.  An unknown key is a typo that would otherwise select nothing, or be ignored."""
     columns = frame_columns(spec.probe)
-    run_column = values.get("replicates")
+    run_column = values.get("training_runs")
     if columns and isinstance(run_column, str) and run_column not in columns:
-        raise SpecError(f"'replicates' names '{run_column}', which is not a column of the probe's frame"
+        raise SpecError(f"'training_runs' names '{run_column}', which is not a column of the probe's frame"
                         + did_you_mean(run_column, columns) + f" (columns: {', '.join(columns)})",
-                        path=spec.path, key=f"{where}.replicates")
+                        path=spec.path, key=f"{where}.training_runs")
     checks = [(n, columns, "column of the probe's frame") for n in info.selectors() if columns]
     checks += [(n, keys, "key") for n, keys in info.tables.items()]
     for name, allowed, what in checks:
@@ -324,7 +324,7 @@ COMMON_RULE_PARAMS = {
     "requires": Param("requires", list[dict[str, Any]], False, []),
     "smallest_effect": Param("smallest_effect", float | None, False, None),
     "smallest_effect_source": Param("smallest_effect_source", str, False, ""),
-    "replicates": Param("replicates", str | None, False, None),  # the frame column naming training runs
+    "training_runs": Param("training_runs", str | None, False, None),  # the frame column naming training runs
 }
 COMMON_TABLE_KEYS = {"requires": ("metric", "min", "max", "why")}  # each precondition: a metric and its bounds
 

@@ -76,7 +76,7 @@ class Verdict:
     alpha: float = 0.05
     parts: tuple["Verdict", ...] = ()
     sensitivity: str | None = None  # why a REFUTED measurement could have shown the effect (None otherwise)
-    runs: int | None = None  # training runs combined (bench.stats.replicates): `parts` is then one verdict per run
+    runs: int | None = None  # training runs combined (bench.stats.training_runs): `parts` is then one verdict per run
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -105,7 +105,7 @@ def errored(reason: str) -> Verdict:
 def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> Verdict:
     """Run the registered rule `rule_name` on `frame`, then check that a REFUTED could have shown the effect.
 
-    The keys every rule takes (``requires``, ``smallest_effect``, ``smallest_effect_source``, ``replicates``; see
+    The keys every rule takes (``requires``, ``smallest_effect``, ``smallest_effect_source``, ``training_runs``; see
     :data:`bench.core.registry.COMMON_RULE_PARAMS`) are handled here and by :func:`_decide`, not by the rule."""
     import inspect
 
@@ -114,12 +114,12 @@ def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> 
 
     info = registry.rule(rule_name)
     params = dict(params)
-    column = params.pop("replicates", None)
-    if column:
-        from bench.stats import replicates
-
-        return replicates.decide(frame, column, lambda rows: evaluate(rows, rule_name, params))
     own = inspect.signature(info.fn).parameters
+    column = params.pop("training_runs", None) if "training_runs" not in own else None
+    if column:
+        from bench.stats import training_runs
+
+        return training_runs.decide(frame, column, lambda rows: evaluate(rows, rule_name, params))
     common = {k: params[k] for k in sensitivity.KEYS if k in params}
     for k in common:
         if k not in own:

@@ -6,7 +6,7 @@ Two parts, in one tidy frame:
   sequences that contain repeated random spans (``bench.families.circuits.toy``), then scored on held-out repeated random
   sequences (the same sequences for both, so the comparison is paired by sequence).  The pair is trained
   `toy_runs` times with seeds run seed, run seed + 1, …; the column ``train_seed`` names the run, so a rule
-  with ``replicates = "train_seed"`` decides on every training run (``bench.stats.replicates``);
+  with ``training_runs = "train_seed"`` decides on every training run (``bench.stats.training_runs``);
 * ``model``: the induction score of every head of the model under test, on repeated random tokens.  A head in
   the first layer sees only token and position embeddings, so the claim predicts no induction head there.
 

@@ -194,7 +194,7 @@ class ContextParams:
     n_eval: int = 12
     n_train: int = 96  # texts after the sample's that train the decoders
     decoder: DecoderConfig = DecoderConfig(decoder_layers=2)
-    decoder_runs: int = 1  # independent trainings of the three decoders (seeds as units: `replicates`)
+    decoder_runs: int = 1  # independent trainings of the three decoders (seeds as units: a rule's `training_runs`)
 
 
 @dataclass(frozen=True)

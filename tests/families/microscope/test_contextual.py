@@ -327,7 +327,7 @@ def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):
 
 def test_decoder_runs_are_separate_trainings_named_by_train_seed(loaded_tiny, tmp_path):
     """`decoder_runs = 2`: every trained number comes twice (train_seed 0 and 1, different seeds, so different
-    losses), E_i once with no train_seed; a rule with `replicates` decides on each run."""
+    losses), E_i once with no train_seed; a rule with `training_runs` decides on each run."""
     from bench.core import registry, schemas
     from bench.core.context import ProbeContext
     from bench.core.store import Cache
@@ -346,5 +346,5 @@ def test_decoder_runs_are_separate_trainings_named_by_train_seed(loaded_tiny, tm
     assert len(e) > 0 and e["train_seed"].isna().all()
     assert (frame[frame["metric"] == "train_loss"].groupby("train_seed").size() == 3 * 4).all()
     v = stats.evaluate(frame, "threshold", {"metric": "decoder_gain_vs_blind", "min": 0.0, "min_n": 2,
-                                            "replicates": "train_seed"})
+                                            "training_runs": "train_seed"})
     assert v.runs == 2 and len(v.parts) == 2

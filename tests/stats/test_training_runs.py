@@ -1,4 +1,4 @@
-"""Training runs as units (bench.stats.replicates): a claim is decided on every run, never on one run's luck."""
+"""Training runs as units (bench.stats.training_runs): a claim is decided on every run, never on one run's luck."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def runs(*means: float, n: int = 30, sd: float = 0.05) -> pd.DataFrame:
                      ignore_index=True).astype({"train_seed": "Int64"})
 
 
-RULE = {"metric": "m", "min": 0.4, "replicates": "train_seed"}
+RULE = {"metric": "m", "min": 0.4, "training_runs": "train_seed"}
 
 
 def test_runs_that_disagree_are_not_decided_on_one_run():
@@ -55,7 +55,7 @@ def test_rows_without_a_run_belong_to_every_run():
     shared = pd.DataFrame({"train_seed": pd.array([None] * 30, dtype="Int64"), "sample": np.arange(30),
                            "metric": "shared", "value": 1.0})
     v = evaluate(pd.concat([frame, shared], ignore_index=True), "all", {
-        "replicates": "train_seed",
+        "training_runs": "train_seed",
         "of": [{"rule": "threshold", "metric": "m", "min": 0.4},
                {"rule": "threshold", "metric": "shared", "max": 2.0, "reduce": "max"}]})
     assert v.outcome is Outcome.SUPPORTED and all(len(p.parts) == 2 for p in v.parts)
@@ -63,7 +63,7 @@ def test_rows_without_a_run_belong_to_every_run():
 
 def test_a_missing_run_column_is_named():
     with pytest.raises(ValueError, match="no column 'seed_of_run'"):
-        evaluate(runs(0.8, 0.9), "threshold", {**RULE, "replicates": "seed_of_run"})
+        evaluate(runs(0.8, 0.9), "threshold", {**RULE, "training_runs": "seed_of_run"})
 
 
 def test_bh_withdraws_a_replicated_supported_when_one_run_loses_significance():

@@ -2,7 +2,7 @@
 
 A claim that rests on training (a toy trained from scratch, a decoder fitted to hidden states) is as much about
 the training run as about the evaluation units: one run's luck is not the method's effect.  A rule given
-``replicates = "<column>"`` (the frame's column that names the run, e.g. ``train_seed``) is decided on each run's
+``training_runs = "<column>"`` (the frame's column that names the run, e.g. ``train_seed``) is decided on each run's
 rows separately — rows with no value in that column (a part measured once, such as the model's own heads) belong
 to every run — and the runs are combined:
 
@@ -33,7 +33,7 @@ MIN_RUNS = 2
 def split(frame: pd.DataFrame, column: str) -> list[tuple[object, pd.DataFrame]]:
     """(run, its rows plus the rows shared by every run), in run order."""
     if column not in frame.columns:
-        raise ValueError(f"replicates: the frame has no column '{column}' (columns: {', '.join(frame.columns)})")
+        raise ValueError(f"training_runs: the frame has no column '{column}' (columns: {', '.join(frame.columns)})")
     shared = frame[column].isna()
     runs = sorted(frame.loc[~shared, column].unique().tolist())
     return [(r, frame[shared | (frame[column] == r)]) for r in runs]
