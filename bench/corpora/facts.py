@@ -7,11 +7,15 @@ Sources, named in specs as ``facts:<variant>[+<variant>…]``:
                    ``|`` separates alternatives, ``{…}`` marks an optional part and ``[a|b]`` groups alternatives
 ``fictional``      invented countries and capitals (:func:`fictional`), which no model can know
 
+:func:`geonames` ``("country-capital")`` is the one country → capital fact model: every family that asks for
+capitals takes its facts (and their order, most populous first) from here.
+
 Matching follows Pletenev et al.: lower-case, strip punctuation and the articles a/an/the, then an answer is
 correct when a normalised alias occurs in the normalised greedy output.  A plain substring test misleads when a
 short alias sits inside a longer word (alias "rome" in "romeo", "oman" in "romania", symbol "h" in any word):
 here an alias must occur as a sequence of whole words (word-boundary matching), which keeps "Paris, France."
 matching "paris" and stops "Romeo" matching "rome".  ``substring=True`` gives the paper's raw rule.
+:func:`starts_with` is the stricter rule for one-line answers: the first line begins with an alias.
 """
 
 from __future__ import annotations
@@ -83,6 +87,18 @@ def matches(output: str, aliases: tuple[str, ...] | list[str], *, substring: boo
         if not substring and f" {a} " in f" {out} ":
             return True
     return False
+
+
+def _plain(s: str) -> str:
+    """Lower-case, accents folded, punctuation to spaces, whitespace collapsed; articles kept."""
+    return " ".join(re.sub(r"[^\w]+", " ", _fold(s).casefold()).split())
+
+
+def starts_with(output: str, aliases: tuple[str, ...] | list[str]) -> bool:
+    """True when the output's first line starts with one of the aliases as whole words (case, accents and
+    punctuation ignored, articles kept): the stricter rule of one-line answers to few-shot questions."""
+    first = _plain(output.strip().split("\n", 1)[0])
+    return any(first == a or first.startswith(a + " ") for a in (_plain(x) for x in aliases) if a)
 
 
 # ── quiz files ─────────────────────────────────────────────────────────────────────────────────────────────

@@ -5,6 +5,10 @@
 ``arch``     where the blocks, norms, attention projections and FFN activations of a loaded model are
 ``hooks``    forward hooks on HF module paths, removed when their ``with`` block ends
 ``folding``  norm scales and biases folded into the linear layers that read them
+``decoding`` the one decoder (greedy or sampled; shared prefixes, per-prompt budgets and stop strings) and
+             completion log-probabilities
+``logits``   the output head's logits with the config's soft-capping;  ``linear``  Linear/Conv1D orientation
+``train``    LoRA / full fine-tuning and the cache of trained adapters
 """
 
 from bench.models.loading import (

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from bench.core.errors import ArchError
+from bench.models import linear
 
 _ATTN_CHILDREN = ("self_attn", "attn", "attention", "self_attention")
 _FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm")
@@ -158,14 +159,12 @@ def _path_of(model: nn.Module, target: nn.Module | None) -> str | None:
 
 
 def _in_out(module: nn.Module, mt: str = "model") -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The weight as an (in, out) matrix (so y = x @ W + b) and the bias, for nn.Linear and GPT-2's Conv1D."""
-    from transformers.pytorch_utils import Conv1D
-
-    if isinstance(module, nn.Linear):
-        return module.weight.T, module.bias
-    if isinstance(module, Conv1D):  # stores its weight already as (in, out)
-        return module.weight, module.bias
-    raise ArchError(f"{mt}: projection {type(module).__name__} is neither nn.Linear nor Conv1D; cannot read its weight")
+    """The weight as an (in, out) matrix (so y = x @ W + b) and the bias (:func:`bench.models.linear.in_out`)."""
+    try:
+        return linear.in_out(module)
+    except TypeError:
+        raise ArchError(f"{mt}: projection {type(module).__name__} is neither nn.Linear nor Conv1D; "
+                        f"cannot read its weight") from None
 
 
 def _hf_module(model: nn.Module, method: str) -> nn.Module | None:

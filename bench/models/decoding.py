@@ -1,26 +1,38 @@
-"""Batched decoding with a KV cache (greedy or seeded sampling) and per-sequence log-probabilities.
+"""The one decoder (greedy or seeded sampling, with a KV cache) and per-sequence log-probabilities.
 
-A batch of prompts is laid out as :class:`Prompts`: the token prefix they all share (the task statement and
-the demonstrations), run once, and each prompt's remaining tokens, left-padded so every sequence's next token
-sits in the last column.  Position ids follow the attention mask, so neither the padding nor the split changes
-what the model computes: both give the numbers of whole left-padded prompts, up to float rounding.  The shared
-prefix is what makes this cheap: few-shot prompts repeat their instructions and demonstrations (in the
-generalization family's smoke task ~80 of a prompt's ~100 tokens).
+Every decoding in bench ends in :func:`steps`, one loop over a batch: per-row token budgets, per-row stop
+strings, end-of-sequence, finished rows leaving a greedy batch.  What differs is how prompts are laid out
+before it, three ways:
+
+:func:`decode`       prompts that share their leading tokens (a task statement and demonstrations), laid out as
+                     :class:`Prompts`: the common token prefix runs once and its cache is copied along the batch;
+                     each prompt's rest is left-padded so every sequence's next token sits in the last column.
+                     Returns the tokens too (:class:`Completions`), for training on them.
+:func:`greedy`       prompts with one of several text prefixes (a header and demonstrations each): every
+                     distinct prefix runs once, several prefixes share a batch.
+:func:`greedy_rows`  whole token rows, left-padded into one batch, nothing shared.
+
+Position ids follow the attention mask, so neither padding nor a split changes what the model computes: every
+layout gives the numbers of whole left-padded prompts, up to float rounding.  The shared prefix is what makes
+this cheap: few-shot prompts repeat their instructions and demonstrations (in the generalization family's smoke
+task ~80 of a prompt's ~100 tokens).
 
 The prefix's KV cache is copied along the batch.  Under autograd (:func:`token_logprobs` in a training step) it
 is computed with gradients and expanded by ``repeat_interleave``, whose backward sums the copies' gradients, so
 the loss and its gradient equal those of the whole prompts.
 
-Decoding stops at the first newline (an answer is one line) or the end-of-sequence token, per sequence; the
-tokens kept are those up to and including the stopping one.
+:func:`decode` stops by default at the first newline (an answer is one line) or the end-of-sequence token, per
+sequence; the tokens kept are those up to and including the stopping one.
 """
-
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import torch
+
+Stop = str | Sequence[str | None] | None  # one stop string for all rows, or one per row
 
 
 @dataclass(frozen=True)
@@ -160,18 +172,22 @@ def _expanded(cache, n: int, keep: bool):
 
 
 @torch.no_grad()
-def decode(model, tok, prompts: list[str], max_new_tokens: int, *, generator: torch.Generator | None = None,
-           temperature: float = 1.0, micro_batch: int = 32, share: bool = True) -> Completions:
+def decode(model, tok, prompts: list[str], max_new_tokens: int | Sequence[int], *,
+           generator: torch.Generator | None = None, temperature: float = 1.0, micro_batch: int = 32,
+           share: bool = True, stop: Stop = "\n") -> Completions:
     """Greedy decoding when `generator` is None, else sampling at `temperature` drawn from `generator`;
-    `share`: run the prompts' common prefix once (else every prompt whole)."""
+    `share`: run the prompts' common prefix once (else every prompt whole).  `max_new_tokens`: one budget for
+    all prompts or one per prompt; a row stops at its budget, at its stop string (`stop`: one for all prompts or
+    one per prompt, None for none) in its text or at end-of-sequence."""
     device = next(model.parameters()).device
-    enc = fitting(model, encode(tok, prompts, device, share=share), max_new_tokens)
+    budgets, stops = _budgets(max_new_tokens, len(prompts)), _stops(stop, len(prompts))
+    enc = fitting(model, encode(tok, prompts, device, share=share), max(budgets))
     base = prefix_cache(model, enc)
     outs = []
     for i in range(0, len(enc), micro_batch):
         part = enc.rows(slice(i, i + micro_batch))
-        outs.append(_decode_batch(model, tok, part, _expanded(base, len(part), keep=True), max_new_tokens,
-                                  generator, temperature))
+        outs.append(steps(model, tok, part.ids, part.full_mask(), _expanded(base, len(part), keep=True),
+                          budgets[i: i + micro_batch], stop=stops[i: i + micro_batch], generator=generator, temperature=temperature))
     C = max(o[0].shape[1] for o in outs)
     pid = pad_id(tok)
 
@@ -182,28 +198,58 @@ def decode(model, tok, prompts: list[str], max_new_tokens: int, *, generator: to
                        tuple(t for o in outs for t in o[2]))
 
 
-def _decode_batch(model, tok, prompts: Prompts, past, max_new_tokens, generator, temperature):
-    """(ids (B, c), kept-token mask (B, c), texts) of one micro-batch whose shared prefix is in `past`.
+def _budgets(max_new_tokens: int | Sequence[int], n: int) -> list[int]:
+    budgets = [max_new_tokens] * n if isinstance(max_new_tokens, int) else [int(b) for b in max_new_tokens]
+    if len(budgets) != n or min(budgets, default=1) < 1:
+        raise ValueError("need one token budget ≥ 1 per prompt")
+    return budgets
 
-    Greedy decoding drops finished rows from the batch (their cache rows too), so a batch costs what its longest
-    answers cost only for those answers.  Sampling keeps every row, so that the generator's draws, and with
-    them the samples, do not depend on when other rows finish."""
-    B = len(prompts)
-    device = prompts.ids.device
-    eos = tok.eos_token_id
-    out = torch.full((B, max_new_tokens), pad_id(tok), dtype=torch.long, device=device)
-    keep = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
+
+def _stops(stop: Stop, n: int) -> list[str | None]:
+    stops = [stop] * n if stop is None or isinstance(stop, str) else list(stop)
+    if len(stops) != n:
+        raise ValueError("need one stop string (or None) per prompt")
+    return stops
+
+
+def cut(text: str, stop: str | None) -> str:
+    """`text` up to (not including) the first `stop`."""
+    if not stop:
+        return text
+    i = text.find(stop)
+    return text if i < 0 else text[:i]
+
+
+@torch.no_grad()
+def steps(model, tok, ids: torch.Tensor, mask: torch.Tensor, past, budgets: Sequence[int], *,
+          stop: Stop = "\n", generator: torch.Generator | None = None, temperature: float = 1.0,
+          drop: bool | None = None, use_cache: bool = True):
+    """The decoding loop every layout ends in: (ids (B, c), kept-token mask (B, c), texts) of one batch.
+
+    `ids` (B, S) are the tokens still to run (all of them when `past` is None), `mask` (B, ·) the attention mask
+    over `past` and `ids`.  Row r keeps at most ``budgets[r]`` tokens and stops after end-of-sequence (kept) or
+    once its stop string (`stop`, or ``stop[r]``) occurs in its decoded text; its text is cut before it.  `drop` (default: when greedy):
+    finished rows leave the batch, cache rows included, so a batch costs what its longest answers cost only for
+    those answers; sampling keeps every row, so that the generator's draws, and with them the samples, do not
+    depend on when other rows finish.  ``use_cache=False`` re-runs every row's whole sequence at each step (the
+    same tokens; the baseline of what the cache saves)."""
+    B, n = ids.shape[0], max(budgets)
+    stops = _stops(stop, B)
+    device = ids.device
+    drop = generator is None if drop is None else drop
+    eos = getattr(tok, "eos_token_id", None)
+    out = torch.full((B, n), pad_id(tok), dtype=torch.long, device=device)
+    keep = torch.zeros((B, n), dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     texts = [""] * B
     alive = torch.arange(B, device=device)  # the original row of each batch row
-    cur_ids, cur_mask = prompts.ids, prompts.full_mask()
+    cur_ids, cur_mask = ids, mask
     used = 0
-    for t in range(max_new_tokens):
+    for t in range(n):
         used = t + 1
         pos = _positions(cur_mask)[:, -cur_ids.shape[1]:]
         res = model(input_ids=cur_ids, attention_mask=cur_mask, position_ids=pos,
-                    cache=past, use_cache=True, logits_to_keep=1)
-        past = res.cache
+                    cache=past if use_cache else None, use_cache=use_cache, logits_to_keep=1)
         logits = res.logits[:, -1, :].float()  # (b, V)
         if generator is None:
             nxt = logits.argmax(-1)
@@ -215,18 +261,96 @@ def _decode_batch(model, tok, prompts: Prompts, past, max_new_tokens, generator,
         out[rows, t] = nxt[live]
         keep[rows, t] = 1
         for i in rows.tolist():
-            texts[i] = tok.decode(out[i, : t + 1][keep[i, : t + 1].bool()], skip_special_tokens=True)
-            if "\n" in texts[i] or (eos is not None and int(out[i, t]) == eos):
+            if stops[i]:
+                texts[i] = tok.decode(out[i, : t + 1][keep[i, : t + 1].bool()], skip_special_tokens=True)
+            if (stops[i] and stops[i] in texts[i]) or (eos is not None and int(out[i, t]) == eos) or t + 1 >= budgets[i]:
                 done[i] = True
         if bool(done.all()):
             break
-        if generator is None and bool(done[alive].any()):  # greedy: finished rows leave the batch
+        if use_cache:
+            past = res.cache
+        if drop and bool(done[alive].any()):  # finished rows leave the batch
             stay = (~done[alive]).nonzero().squeeze(1)
             alive, nxt, cur_mask = alive[stay], nxt[stay], cur_mask[stay]
-            past.batch_select_indices(stay)
-        cur_ids = nxt[:, None]
+            if use_cache:
+                past.batch_select_indices(stay)
+            else:
+                cur_ids = cur_ids[stay]
+        cur_ids = nxt[:, None] if use_cache else torch.cat([cur_ids, nxt[:, None]], 1)
         cur_mask = torch.cat([cur_mask, torch.ones((len(alive), 1), dtype=cur_mask.dtype, device=device)], 1)
-    return out[:, :used], keep[:, :used], tuple(x.split("\n", 1)[0] for x in texts)
+    texts = [cut(tok.decode(out[i, :used][keep[i, :used].bool()], skip_special_tokens=True), stops[i])
+             for i in range(B)]
+    return out[:, :used], keep[:, :used], tuple(texts)
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token id lists -> (ids (B, T), mask (B, T)) on the CPU, padded on the left (empty lists allowed)."""
+    T = max((len(s) for s in seqs), default=0)
+    ids = torch.full((len(seqs), T), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if len(s):
+            ids[i, T - len(s):] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, T - len(s):] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def greedy(model, prompts: list[str], *, prefix: str | Sequence[str] = "", max_new_tokens: int | Sequence[int],
+           stop: Stop = "\n", batch: int = 64, use_cache: bool = True,
+           progress: Callable[[float, str], None] = lambda f, m="": None) -> list[str]:
+    """Greedy continuations of ``prefix + prompt`` for each prompt of a loaded model (one prefix for all, or one
+    per prompt: several prefixes share a batch), each cut before its first stop string, with one token budget
+    and one stop string for all or one per prompt.  A prefix and its prompt are tokenized apart, the tokenizer's special tokens (BOS) in front
+    of the prefix.  Each distinct prefix runs through the model once, all in one padded batch; its cache rows are
+    copied into every batch that needs them, laid out as ``[pad… prefix][pad… prompt][generated…]`` with the
+    mask hiding both paddings.  Rows are batched shortest first."""
+    tok = model.tokenizer
+    n = len(prompts)
+    prefixes = [prefix] * n if isinstance(prefix, str) else list(prefix)
+    budgets, stops = _budgets(max_new_tokens, n), _stops(stop, n)
+    if len(prefixes) != n:
+        raise ValueError("need one prefix and one token budget ≥ 1 per prompt")
+    uniq = list(dict.fromkeys(prefixes))
+    pre_seqs = [tok(p)["input_ids"] if p else [] for p in uniq]
+    seqs = [tok(s, add_special_tokens=not p)["input_ids"] for s, p in zip(prompts, prefixes)]
+    if any(not s for s in seqs):
+        raise ValueError("every prompt needs at least one token of its own")
+    pre_ids, pre_mask = (t.to(model.device) for t in left_pad(pre_seqs, pad_id(tok)))  # (U, P)
+    shared = None
+    if use_cache and pre_ids.shape[1]:
+        shared = model.hf(input_ids=pre_ids, attention_mask=pre_mask, position_ids=_positions(pre_mask),
+                          use_cache=True, logits_to_keep=1).cache
+    of = torch.tensor([uniq.index(p) for p in prefixes], device=model.device)
+    order = sorted(range(n), key=lambda i: (len(pre_seqs[int(of[i])]) + len(seqs[i]), budgets[i]))
+    out: list[str] = [""] * n
+    for start in range(0, n, batch):
+        idx = order[start: start + batch]
+        suf, suf_mask = (t.to(model.device) for t in left_pad([seqs[i] for i in idx], pad_id(tok)))  # (B, S)
+        which = of[idx]
+        mask = torch.cat([pre_mask[which], suf_mask], 1)  # (B, P + S)
+        past = None
+        if shared is not None:
+            past = copy.deepcopy(shared)
+            past.batch_select_indices(which)
+        ids = suf if past is not None else torch.cat([pre_ids[which], suf], 1)
+        _, _, texts = steps(model.hf, tok, ids, mask, past, [budgets[i] for i in idx],
+                            stop=[stops[i] for i in idx], use_cache=use_cache)
+        for i, t in zip(idx, texts):
+            out[i] = t
+        progress(min(1.0, (start + len(idx)) / max(1, n)), "generating")
+    return out
+
+
+@torch.no_grad()
+def greedy_rows(model, rows: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int], *, pad: int,
+                stop: Stop = None, drop: bool = False) -> list[str]:
+    """Greedy continuations of whole token rows of a loaded model, left-padded with `pad` into one batch, in
+    their order; `drop`: finished rows leave the batch (by default they run on, so every row is computed at the
+    batch's full width at every step, as ``transformers``' ``generate`` computes it)."""
+    ids, mask = (t.to(model.device) for t in left_pad(rows, pad))
+    return list(steps(model.hf, model.tokenizer, ids, mask, None, _budgets(max_new_tokens, len(rows)), stop=stop,
+                      drop=drop)[2])
 
 
 def token_logprobs(model, prompts: Prompts, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,7 @@ import torch
 
 from bench.core.errors import ArchError
 from bench.models import arch as arch_mod
+from bench.models import linear as linear_mod
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def fold_into(linear: torch.nn.Module, aff: Affine) -> None:
     """Absorb γ and β into a consumer: nn.Linear (weight out × in) or GPT-2's Conv1D (weight in × out)."""
     w = linear.weight
     gamma, beta = aff.gamma.to(w.dtype), aff.beta.to(w.dtype)
-    conv1d = type(linear).__name__ == "Conv1D"
+    conv1d = linear_mod.in_axis(linear) == 0  # Conv1D
     shift = (beta @ w) if conv1d else (w @ beta)  # (out,)
     if conv1d:
         w.mul_(gamma[:, None])

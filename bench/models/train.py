@@ -35,6 +35,7 @@ from torch import nn
 
 from bench.core.errors import BenchError
 from bench.core.store import cache_root, key_of, sha256_bytes
+from bench.models.logits import logit_cap, softcap
 
 ENGINE_VERSION = 2  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)
 Targets = Literal["ffn", "attention", "all"]
@@ -199,9 +200,9 @@ def collate(rows: list[tuple[list[int], int]], pad_id: int, device) -> tuple[tor
 def head_of(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """The LM head as a function of final hidden states, with the config's logit soft-capping if any."""
     head = model.get_output_embeddings()
-    cap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    cap = logit_cap(model)
     if cap:
-        return lambda h: torch.tanh(head(h) / cap) * cap
+        return lambda h: softcap(head(h), cap)
     return head
 
 

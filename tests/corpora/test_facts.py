@@ -70,3 +70,23 @@ def test_fictional_facts_are_seeded_new_and_not_real():
 def test_unknown_variant_is_a_spec_error():
     with pytest.raises(SpecError, match="did you mean"):
         F.load_facts("country-capitals")
+
+
+def test_starts_with_reads_the_first_line_and_keeps_articles():
+    assert F.starts_with(" Paris, France.", ("Paris",))
+    assert F.starts_with(" Bogotá is big", ("Bogota",)) and F.starts_with("\n  lima\nParis", ("Lima",))
+    assert not F.starts_with(" Parisian food", ("Paris",))  # whole words only
+    assert not F.starts_with(" It is Paris", ("Paris",))  # anywhere is not enough: it must come first
+    assert not F.starts_with(" unknown\nParis", ("Paris",))  # the first line only
+    assert not F.starts_with("The Hague", ("Hague",)) and F.matches("The Hague", ("Hague",))  # articles count here
+    assert not F.starts_with(" Paris", ("", "  "))
+
+
+def test_one_country_capital_model_serves_every_family():
+    from bench.families.ecm import tasks
+    from bench.families.microscope import qa
+
+    capitals = F.geonames("country-capital")
+    demos, questions = qa.capital_facts(6, 2)
+    assert [(f.subject, f.aliases) for f in demos + questions] == [(f.subject, f.aliases) for f in capitals[:8]]
+    assert [(i.query, i.aliases) for i in tasks._pool("capital")] == [(f.subject, f.aliases) for f in capitals[:150]]

@@ -25,6 +25,7 @@ from bench import corpora
 from bench.core.registry import probe_def
 from bench.families.circuits.schemas import DirectPath
 from bench.models import arch as arch_mod
+from bench.models.logits import logit_cap, softcap
 
 METRICS = ("spearman", "direct_logprob", "bigram_logprob", "first_count")
 
@@ -37,11 +38,7 @@ def direct_logits(hf, arch, ids: torch.Tensor) -> torch.Tensor:
     for path in (arch.embed_proj, arch.final_norm, arch.final_proj):
         if path is not None:
             x = arch_mod.get(hf, path)(x)
-    logits = arch_mod.get(hf, arch.lm_head)(x)[0].float()  # (N, V)
-    cap = getattr(hf.config.get_text_config(), "final_logit_softcapping", None)
-    if cap:
-        logits = cap * torch.tanh(logits / cap)
-    return logits
+    return softcap(arch_mod.get(hf, arch.lm_head)(x)[0].float(), logit_cap(hf))  # (N, V)
 
 
 def bigram_counts(seqs: list[list[int]], vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 """The ecm probes: accuracy against the number of demonstrations, and worked against direct answers.
 
-Both generate greedily (:mod:`bench.families.ecm.generate`) and score every answer exactly; every item is
+Both generate greedily (:func:`bench.models.decoding.greedy`) and score every answer exactly; every item is
 asked under every condition, so the conditions are paired by item.  The shared part of the prompts (header and
 demonstrations) is encoded once per condition and reused through the KV cache.
 """
@@ -11,8 +11,8 @@ import pandas as pd
 
 from bench.core.registry import probe_def
 from bench.families.ecm import tasks as gen
-from bench.families.ecm.generate import greedy
 from bench.families.ecm.schemas import ItemScores
+from bench.models.decoding import greedy
 
 COLUMNS = ["item", "task", "condition", "n_demos", "steps", "answer", "output", "metric", "value"]
 

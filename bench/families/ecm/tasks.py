@@ -58,10 +58,9 @@ def _words() -> list[str]:
 
 def _pool(task: str) -> list[Item]:
     if task == "capital":
-        from bench.families.microscope.qa import capital_facts
+        from bench.corpora import facts
 
-        _, facts = capital_facts(150, 0)
-        return [Item(task, f.subject, f.aliases[0], f.aliases) for f in facts]
+        return [Item(task, f.subject, f.answer, f.aliases) for f in facts.geonames("country-capital")[:150]]
     if task == "uppercase":
         return [Item(task, w, w.upper(), (w.upper(),)) for w in _words()]
     if task == "successor":
@@ -88,9 +87,9 @@ def icl_correct(item: Item, output: str) -> bool:
     """Exact scoring of one continuation (already cut at its newline)."""
     text = output.strip()
     if item.task == "capital":
-        from bench.families.microscope.qa import is_correct
+        from bench.corpora.facts import starts_with
 
-        return is_correct(text, item.aliases)
+        return starts_with(text, item.aliases)
     first = text.split()[0].strip(_PUNCT) if text.split() else ""
     return first in item.aliases
 

@@ -20,6 +20,7 @@ import torch
 
 from bench.families.langneurons import text as tx
 from bench.models import hooks
+from bench.models.logits import head_logits
 
 LN2 = math.log(2.0)
 
@@ -44,13 +45,6 @@ def neuron_edits(arch, flat: np.ndarray, values: np.ndarray | None = None) -> di
 
         edits[arch.blocks[int(layer)].ffn_act] = fn
     return edits
-
-
-def head_logits(hf, hidden: torch.Tensor) -> torch.Tensor:
-    """The model's own output head on final hidden states, with its logit soft-capping where it has one."""
-    logits = hf.get_output_embeddings()(hidden).float()
-    cap = getattr(hf.config.get_text_config(), "final_logit_softcapping", None)
-    return torch.tanh(logits / cap) * cap if cap else logits
 
 
 @torch.no_grad()

@@ -25,7 +25,8 @@ from torch import nn
 
 from bench.families.langneurons import text as tx
 from bench.models import arch as arch_mod
-from bench.models import hooks
+from bench.models import hooks, linear
+from bench.models import logits as logits_mod
 
 
 @dataclass(frozen=True)
@@ -124,14 +125,8 @@ def record(model, docs: list[list[int]], *, top_frac: float, max_tokens: int = 2
 
 def _neuron_axis(module: nn.Module, role: str) -> int:
     """Axis of `module.weight` that indexes FFN neurons (role "in": gate/up/fc_in, "out": down)."""
-    from transformers.pytorch_utils import Conv1D
-
-    linear = isinstance(module, nn.Linear)
-    if not linear and not isinstance(module, Conv1D):
-        raise TypeError(f"{type(module).__name__} is neither nn.Linear nor Conv1D")
-    if role == "in":
-        return 0 if linear else 1  # Linear weight (F, d); Conv1D weight (d, F)
-    return 1 if linear else 0
+    inputs = linear.in_axis(module)
+    return 1 - inputs if role == "in" else inputs  # gate/up: neurons are its outputs; down: its inputs
 
 
 def gradient_norms(model, seqs: list[list[int]], *, max_tokens: int = 256) -> np.ndarray:
@@ -149,13 +144,11 @@ def gradient_norms(model, seqs: list[list[int]], *, max_tokens: int = 256) -> np
             p.requires_grad_(True)
             p.grad = None
         head = hf.get_output_embeddings()
-        cap = getattr(hf.config.get_text_config(), "final_logit_softcapping", None)
+        cap = logits_mod.logit_cap(hf)
         for batch in tx.batches(seqs, max_tokens=max_tokens, pad=tx.pad_id(model.tokenizer)):
             ids, mask = batch.ids.to(model.device), batch.mask.to(model.device)
             hidden = hf.base_model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
-            logits = head(hidden[:, :-1]).float()  # (B, T-1, V)
-            if cap:
-                logits = torch.tanh(logits / cap) * cap
+            logits = logits_mod.softcap(head(hidden[:, :-1]).float(), cap)  # (B, T-1, V)
             nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
             (nll * mask[:, 1:]).sum().backward()
         L, F = arch.n_layers, arch.d_ffn

@@ -1,4 +1,5 @@
-"""Greedy generation under a neuron edit, and how much of the output is in a given language.
+"""Greedy generation under a neuron edit (:func:`bench.models.decoding.greedy_rows`), and how much of the output
+is in a given language.
 
 Language of a text: where the language has its own script, the share of the text's letters written in that
 script (Cyrillic for ru/uk; Hangul for ko; kana for ja, plus Han when the text has kana; Han for zh when the text
@@ -11,10 +12,9 @@ from __future__ import annotations
 import unicodedata
 
 import numpy as np
-import torch
 
 from bench.families.langneurons import text as tx
-from bench.models import hooks
+from bench.models import decoding, hooks
 
 SCRIPT_OF = {"ru": "CYRILLIC", "uk": "CYRILLIC", "bg": "CYRILLIC", "ko": "HANGUL", "el": "GREEK", "ar": "ARABIC",
              "he": "HEBREW", "hi": "DEVANAGARI", "th": "THAI"}
@@ -61,30 +61,11 @@ def _detect_probability(text: str, code: str) -> float:
         return 0.0
 
 
-@torch.no_grad()
 def generate(model, prompts: list[str], *, max_new_tokens: int, edits: dict | None = None) -> list[str]:
     """Greedy continuations of `prompts` (left-padded into one batch) under `edits`; the new text only."""
-    tok, hf = model.tokenizer, model.hf
-    seqs = [tx.encode(tok, p) for p in prompts]
-    T = max(len(s) for s in seqs)
-    pad = tx.pad_id(tok)
-    ids = torch.full((len(seqs), T), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), T), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, T - len(s):] = torch.tensor(s)
-        mask[i, T - len(s):] = 1
-    with hooks.intervene(hf, edits or {}):
-        out = hf.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), do_sample=False,
-                          max_new_tokens=max_new_tokens, pad_token_id=pad, num_beams=1)
-    new = out[:, T:].cpu()
-    eos = getattr(tok, "eos_token_id", None)
-    texts = []
-    for row in new:
-        row = row.tolist()
-        if eos is not None and eos in row:
-            row = row[: row.index(eos)]
-        texts.append(tok.decode(row, skip_special_tokens=True))
-    return texts
+    with hooks.intervene(model.hf, edits or {}):
+        return decoding.greedy_rows(model, [tx.encode(model.tokenizer, p) for p in prompts], max_new_tokens,
+                                    pad=tx.pad_id(model.tokenizer))
 
 
 def shares(texts: list[str], lang: str) -> np.ndarray:

