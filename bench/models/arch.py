@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from bench.core.errors import ArchError
+from bench.ground.errors import ArchError
 
 _ATTN_CHILDREN = ("self_attn", "attn", "attention", "self_attention")
 _FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm")

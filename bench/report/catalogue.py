@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from bench.core.resources import relative_spec_path
+from bench.ground.resources import relative_spec_path
 from bench.report.words import describe
 
 HEADER = """# Claims

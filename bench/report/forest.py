@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.core.synthesis import Synthesis, synthesise, threshold_side
+from bench.spine.synthesis import Synthesis, synthesise, threshold_side
 
 POOLED = "pooled (random effects)"
 PREDICTION = "new model (prediction)"

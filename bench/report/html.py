@@ -9,8 +9,8 @@ from typing import Any
 
 import jinja2
 
-from bench.core.resources import relative_spec_path, templates_dir
-from bench.core.store import load_cell_frame
+from bench.ground.resources import relative_spec_path, templates_dir
+from bench.ground.store import load_cell_frame
 from bench.models.controls import control_outcomes, flag
 from bench.report import charts
 from bench.report.charts import to_svg

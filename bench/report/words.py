@@ -266,7 +266,7 @@ def _sentence(rule: str, p: dict[str, Any]) -> str:
             pass  # parameters the sentence does not expect: the plain form below still reads as prose
     args = "; ".join(f"{k} = {value(v)}" for k, v in p.items())
     try:
-        from bench.core import registry
+        from bench.ground import registry
 
         doc = " ".join(registry.rule(rule).doc.split()).split(". ")[0].rstrip(".")
     except KeyError:

@@ -103,10 +103,10 @@ def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> 
     """Run the registered rule `rule_name` on `frame`, then check that a REFUTED could have shown the effect.
 
     The keys every rule takes (``requires``, ``smallest_effect``, ``smallest_effect_source``; see
-    :data:`bench.core.registry.COMMON_RULE_PARAMS`) are handled here and by :func:`_decide`, not by the rule."""
+    :data:`bench.ground.registry.COMMON_RULE_PARAMS`) are handled here and by :func:`_decide`, not by the rule."""
     import inspect
 
-    from bench.core import registry
+    from bench.ground import registry
     from bench.stats import sensitivity
 
     info = registry.rule(rule_name)
@@ -158,7 +158,7 @@ def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict
 def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
     """BH-adjust every p-value of one family (parts included) and re-decide SUPPORTED verdicts on the adjusted p.
 
-    The family is fixed by the caller (one spec set × model, :func:`bench.core.run.adjust_by_family`), so the
+    The family is fixed by the caller (one spec set × model, :func:`bench.spine.run.adjust_by_family`), so the
     same cell gets the same adjusted p whichever subset of runs contains its whole family.  `unseen` counts the
     family's p-values that this run did not compute (members not run): they enter as p = 1, which can only raise
     the adjusted p of the others (BH is monotone in every p-value), so a partial run errs on the safe side.

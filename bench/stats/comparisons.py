@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import exact
 from bench.stats import (
     Outcome,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import Outcome, Verdict, _boot_p, _decide, _label, _missing, _select, expanded_confidence, unit_note
 from bench.stats.groups import SEED, _weights
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _bound, _decide, _missing, _select
 from bench.stats.comparisons import check_skips
 

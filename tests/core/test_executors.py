@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.core import run, spec
+from bench.spine import run
+from bench.ground import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the workers import the fault probe as tests.core.executor_faults
@@ -49,7 +50,7 @@ def test_local_executor_name_in_record(tmp_path, tiny_model_dir, specs_dir, one_
 
 
 def test_bench_without_ray_never_imports_it(tmp_path, tiny_model_dir, specs_dir):
-    code = ("import sys; from pathlib import Path; from bench.core import run, spec; "
+    code = ("import sys; from pathlib import Path; from bench.spine import run; from bench.ground import spec; "
             f"s = [spec.load_spec(Path({str(specs_dir / 'circuits' / 'norm-folding-is-exact.toml')!r}))]; "
             f"run.execute(s, run.Options(models=({str(tiny_model_dir)!r},), runs_dir=Path({str(tmp_path)!r}))); "
             "assert 'ray' not in sys.modules, 'ray was imported'")
@@ -61,8 +62,8 @@ def test_bench_without_ray_never_imports_it(tmp_path, tiny_model_dir, specs_dir)
 
 
 def test_unknown_executor_and_address_without_ray_are_usage_errors():
-    from bench.core import executors
-    from bench.core.errors import UsageError
+    from bench.spine import executors
+    from bench.ground.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown executor"):
         executors.make("dask")

@@ -83,7 +83,7 @@ def test_the_spine_names_no_family():
     """core, models, stats, corpora, report and the CLI never name a family (the registry finds them)."""
     import re
 
-    from bench.core.registry import families
+    from bench.ground.registry import families
 
     names = re.compile(r"bench\.families\.(" + "|".join(families()) + r")\b")
     for name, path in _modules().items():
@@ -103,7 +103,7 @@ def test_a_new_family_is_found_from_its_folder_alone(tmp_path, monkeypatch):
     """The recipe in CONTRIBUTING.md: a package under bench/families registers its probe, rule and chart with
     nothing edited elsewhere."""
     import bench.families
-    from bench.core import registry
+    from bench.ground import registry
     from bench.report import charts
 
     family = tmp_path / "zzdemo"
@@ -111,8 +111,8 @@ def test_a_new_family_is_found_from_its_folder_alone(tmp_path, monkeypatch):
     (family / "__init__.py").write_text('"""A demonstration family."""\n')
     (family / "probes.py").write_text(textwrap.dedent('''
         import pandas as pd
-        from bench.core.registry import probe_def, rule_def
-        from bench.core.schemas import SampleMetrics
+        from bench.ground.registry import probe_def, rule_def
+        from bench.ground.schemas import SampleMetrics
         from bench.stats import errored
 
         @probe_def("zzdemo_probe", version=1, schema=SampleMetrics, metrics=("x",), uses_model=False)

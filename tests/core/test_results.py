@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import results
+from bench.spine import results
 
 SPEC = "norm-folding-is-exact.toml"
 
@@ -57,7 +57,7 @@ def test_published_figure_in_row():
 
 
 def test_internal_error_exits_4_with_one_line(cli, one_spec, monkeypatch):
-    from bench.core import run
+    from bench.spine import run
 
     def broken(*a, **k):
         raise RuntimeError("something inside broke")
@@ -86,7 +86,7 @@ def test_list_json_and_markdown_catalogue_is_current(cli, specs_dir):
 
 
 def test_every_rule_has_a_sentence(specs_dir):
-    from bench.core import registry, spec
+    from bench.ground import registry, spec
     from bench.report.words import SENTENCES
 
     assert set(registry.rules()) <= set(SENTENCES)
@@ -98,7 +98,7 @@ def test_every_rule_has_a_sentence(specs_dir):
 
 
 def test_specs_command_and_default_paths(cli, chdir_tmp):
-    from bench.core.resources import installed_specs
+    from bench.ground.resources import installed_specs
 
     r = cli("specs", "--path")  # no ./specs in this folder: the installed (or checkout) specs
     assert r.exit_code == 0 and Path(r.stdout.strip()) == installed_specs().resolve()

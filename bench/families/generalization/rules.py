@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import Outcome, Verdict, _label, _missing, _select, sensitivity
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import (
     CALIBRATED_MIN_N,
     Outcome,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import Verdict, evaluate_parts
 
 

@@ -12,14 +12,14 @@ from typing import Callable
 
 import pandas as pd
 
-from bench.core.registry import Registry
+from bench.ground.registry import Registry
 
 FONT = "Noto Sans"  # the report's CSS uses the same family, so SVG labels measure the same
 WIDTH = 520
 HEIGHT = 220
 
 def _discover() -> None:
-    from bench.core.registry import import_families
+    from bench.ground.registry import import_families
 
     import_families("charts")
 

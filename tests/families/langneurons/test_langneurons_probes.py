@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
-from bench.core.store import Cache
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
+from bench.ground.store import Cache
 from bench.models import arch as arch_mod
 from tests.conftest import build_tiny
 from tests.corpora.test_corpora_parallel import fake_locales

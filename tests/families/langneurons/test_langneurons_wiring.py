@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
 from bench.corpora.parallel import Parallel, Split
 from bench.families.langneurons import edit, shared, steer, steer_probes
 from bench.families.langneurons import text as tx

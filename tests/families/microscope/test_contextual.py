@@ -305,9 +305,9 @@ def test_chart_shows_the_training_curves_beside_the_classes():
 
 def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):
     """The whole probe on tagged text: every metric present, the schema holds, the spec's gated rule runs."""
-    from bench.core import registry, schemas
-    from bench.core.context import ProbeContext
-    from bench.core.store import Cache
+    from bench.ground import registry, schemas
+    from bench.ground.context import ProbeContext
+    from bench.ground.store import Cache
 
     info = registry.probe("contextualization")
     ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "frames"))

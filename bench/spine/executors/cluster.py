@@ -19,10 +19,10 @@ from typing import Any, Callable
 import ray
 
 from bench import stats
-from bench.core.errors import UsageError
-from bench.core.executors import CellResult, Event, Job
-from bench.core.executors.worker import ModelGroup, groups
-from bench.core.store import cache_root
+from bench.ground.errors import UsageError
+from bench.spine.executors import CellResult, Event, Job
+from bench.spine.executors.worker import ModelGroup, groups
+from bench.ground.store import cache_root
 
 GiB = 1 << 30
 

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import StoreError
+from bench.ground.errors import StoreError
 
 RECORD_KEY = "record_sha256"
 FRAME_KEY = "frame_sha256"

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from bench import corpora
-from bench.core import registry
-from bench.core.errors import UsageError
-from bench.core.spec import Spec, check_spec
+from bench.ground import registry
+from bench.ground.errors import UsageError
+from bench.ground.spec import Spec, check_spec
 
 PROFILES = ("smoke", "full")
 MODEL_SETS = ("default", "paper")

@@ -54,7 +54,7 @@ def _same_frame(key: tuple[str, str, int], dirs: tuple[Path, Path]) -> bool:
     """True when both runs hold the same frame for the cell (or neither holds one)."""
     import pandas as pd
 
-    from bench.core.store import slug
+    from bench.ground.store import slug
 
     paths = [d / "frames" / key[0] / f"{slug(key[1])}.parquet" for d in dirs]
     if not any(p.exists() for p in paths):

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import models, stats
-from bench.core import plan, results, upkeep
-from bench.core.errors import BenchError, ModelError, UsageError
-from bench.core.spec import Spec
-from bench.core.store import Cache, RunWriter
+from bench.spine import plan, results, upkeep
+from bench.ground.errors import BenchError, ModelError, UsageError
+from bench.ground.spec import Spec
+from bench.ground.store import Cache, RunWriter
 from bench.stats import Outcome, Verdict
 
 PACKAGES = ("bench", "torch", "transformers", "pandas", "pandera", "scipy", "numpy", "accelerate", "gguf")
@@ -118,7 +118,7 @@ def display_names(refs: dict[str, Any]) -> dict[str, str]:
 
 
 def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
-    from bench.core import executors, replay
+    from bench.spine import executors, replay
 
     ui = ui or UI()
     replay_key = None
@@ -202,7 +202,7 @@ def _in_plan_order(writer: RunWriter, cells: list[plan.Cell], added: list[str]) 
 
 
 def _lost_record(cell: plan.Cell, shown: dict[str, str]) -> dict[str, Any]:
-    from bench.core.cells import portable_spec
+    from bench.spine.cells import portable_spec
 
     return {"spec": portable_spec(cell.spec.describe()), "model": shown.get(cell.model, cell.model),
             "seed": cell.seed, "probe": {"name": cell.probe.name, "version": cell.probe.version}, "model_ref": None,
@@ -219,7 +219,7 @@ def _executor_info(executor, opts: Options) -> dict[str, Any]:
 
 def _replayed(entry: dict[str, Any], opts: Options, ui: UI) -> Result:
     """A run with nothing changed: the stored cells and verdicts, frames copied from the cache (see replay)."""
-    from bench.core.store import atomic_write_bytes
+    from bench.ground.store import atomic_write_bytes
 
     header = {**entry["header"], **_invocation(opts), "executor": {"name": "replay", "of_run": entry["run_id"]}}
     writer = RunWriter.create(opts.runs_dir, header)
@@ -276,7 +276,7 @@ def adjust_by_family(cells: list[plan.Cell], raw: list[Verdict],
     """BH within each fixed family: the claims of one spec set (the specs of one family id in the spec's folder,
     whether or not this run names them) × one model.  Members that did not run count as p = 1 (see
     :func:`bench.stats.adjust`).  Returns the adjusted verdicts in cell order and the families for the record."""
-    from bench.core.spec import load_specs
+    from bench.ground.spec import load_specs
 
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, c in enumerate(cells):
@@ -307,7 +307,7 @@ ModelRef = models.ModelRef
 
 def _portable_family(family: dict[str, Any], shown: dict[str, str]) -> dict[str, Any]:
     """A correction family for the record: its folder relative to the specs root, its model by short name."""
-    from bench.core.resources import relative_spec_folder
+    from bench.ground.resources import relative_spec_folder
 
     return {**family, "folder": relative_spec_folder(family["folder"]),
             "model": shown.get(family["model"], family["model"])}

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 
 from bench import models, stats
-from bench.core import plan
-from bench.core.errors import BenchError, ModelError
-from bench.core.store import Cache, key_of
+from bench.spine import plan
+from bench.ground.errors import BenchError, ModelError
+from bench.ground.store import Cache, key_of
 from bench.stats import Verdict
 
 ModelRef = models.ModelRef
@@ -61,7 +61,7 @@ class ModelCells:
                                      {n: self._companion_fingerprint(n) for n in plan.companions(cell)})
             key = key_of(parts)
             rec["cache_key"] = key
-            from bench.core import schemas
+            from bench.ground import schemas
 
             validate = lambda f: schemas.validate(f, cell.probe.schema, cell.probe.metrics)  # noqa: E731
             frame, verdict, cached = self._cached_or_measured(cell, rec, key, parts, validate)
@@ -99,8 +99,8 @@ class ModelCells:
     def _measure(self, cell: plan.Cell, rec: dict, validate) -> tuple[pd.DataFrame | None, Verdict | None]:
         import torch
 
-        from bench.core import schemas
-        from bench.core.context import ProbeContext
+        from bench.ground import schemas
+        from bench.ground.context import ProbeContext
 
         try:
             if cell.probe.uses_model and self.loaded is None:
@@ -156,7 +156,7 @@ class ModelCells:
 
 def portable_spec(described: dict[str, Any]) -> dict[str, Any]:
     """A spec description whose file path is relative to its specs root: records name no machine folders."""
-    from bench.core.resources import relative_spec_path
+    from bench.ground.resources import relative_spec_path
 
     return {**described, "path": relative_spec_path(described["path"])}
 

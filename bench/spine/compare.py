@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.core.errors import UsageError
-from bench.core.store import load_cell_frame
+from bench.ground.errors import UsageError
+from bench.ground.store import load_cell_frame
 
 VALUE_COLUMNS = ("metric", "value")
 

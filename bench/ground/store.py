@@ -31,8 +31,8 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from bench.core import integrity
-from bench.core.errors import StoreError, UsageError
+from bench.ground import integrity
+from bench.ground.errors import StoreError, UsageError
 
 RECORD_FORMAT = 1
 _UMASK = os.umask(0o022)
@@ -43,7 +43,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("BENCH_CACHE") or Path.home() / ".cache" / "bench")
 
 
-sha256_bytes = integrity.sha256_hex  # one implementation of each hash, in bench.core.integrity
+sha256_bytes = integrity.sha256_hex  # one implementation of each hash, in bench.ground.integrity
 sha256_file = integrity.file_digest
 
 
@@ -251,7 +251,7 @@ class RunWriter:
 
     def flush(self) -> None:
         """Write the record, sealed: each frame's sha256 (hashed from the file once, for a frame that was copied
-        in rather than added) and the record's own (see :mod:`bench.core.integrity`)."""
+        in rather than added) and the record's own (see :mod:`bench.ground.integrity`)."""
         for cell in self.record["cells"]:
             rel = cell.get("frame")
             if rel:
@@ -272,7 +272,7 @@ def find_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
 
 def load_record(run_dir: Path, verify: bool = False) -> dict[str, Any]:
     """The run record of `run_dir`, checked for structure and, with `verify`, against the hashes written with
-    the run (a record or frame edited afterwards is a :class:`~bench.core.integrity.TamperedError`, exit 2)."""
+    the run (a record or frame edited afterwards is a :class:`~bench.ground.integrity.TamperedError`, exit 2)."""
     path = Path(run_dir) / "record.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))

@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.core import integrity
-from bench.core.compare import decision_metric, paired_difference
-from bench.core.errors import UsageError
-from bench.core.store import atomic_write_bytes, now, read_frame
+from bench.ground import integrity
+from bench.spine.compare import decision_metric, paired_difference
+from bench.ground.errors import UsageError
+from bench.ground.store import atomic_write_bytes, now, read_frame
 
 FORMAT = 1
 FAILS = ("outcome flipped", "estimate moved", "spec changed", "setup changed", "missing")
@@ -122,7 +122,7 @@ def check(path: Path, base: dict[str, Any], record: dict[str, Any], run_dir: Pat
           margin: float = 0.5, seed: int = 0) -> list[CheckRow]:
     from scipy import stats
 
-    from bench.core.store import load_cell_frame
+    from bench.ground.store import load_cell_frame
 
     cells = {(c["spec"]["id"], c["model"]): c for c in record["cells"]}
     base_frames = {(b["claim"], b["model"]): baseline_frame(path, base, b) for b in base.get("cell", [])}  # all hashed
@@ -207,7 +207,7 @@ def library_changes(base: dict[str, Any], record: dict[str, Any]) -> list[str]:
 
 
 def _text(v: dict[str, Any]) -> str:
-    from bench.core.ui import fmt
+    from bench.cli.ui import fmt
 
     est = v.get("estimate")
     ci = f" [{fmt(v['ci_low'])}, {fmt(v['ci_high'])}]" if v.get("ci_low") is not None else ""

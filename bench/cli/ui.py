@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.core.run import UI
+from bench.spine.run import UI
 
 
 def _console(stderr: bool = False) -> Console:

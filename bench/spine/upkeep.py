@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bench.core import integrity
-from bench.core.store import atomic_write_json, cache_root, now
+from bench.ground import integrity
+from bench.ground.store import atomic_write_json, cache_root, now
 
 GRACE_S = 60.0  # a temporary file younger than this is never swept, whatever the locks say
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.core.store import atomic_write_bytes
+from bench.ground.store import atomic_write_bytes
 
 COLUMNS = (
     "run_id", "claim", "family", "model", "outcome", "metric", "estimate", "ci_low", "ci_high", "p_value",

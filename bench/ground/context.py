@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.core.store import Cache
+from bench.ground.store import Cache
 
 
 @dataclass
@@ -26,7 +26,7 @@ class ProbeContext:
         """Another model this probe reads (declared with ``probe_def(companions=…)``), loaded by the run the way
         the cell's own model is (device, dtype, pickle policy).  Raises ModelError when it cannot be loaded."""
         if self.companions is None:
-            from bench.core.errors import ModelError
+            from bench.ground.errors import ModelError
 
             raise ModelError(f"no companion models are available to this probe (asked for '{name}')")
         return self.companions(name)

@@ -1,7 +1,7 @@
 """``bench rerun RUN``: execute again exactly what a run record says, and compare the two runs.
 
 A reader of a published report checks it this way.  The record's settings (every option that can change a
-result, see :func:`bench.core.run.settings`) give the options; its cells give the specs (by path under the specs
+result, see :func:`bench.spine.run.settings`) give the options; its cells give the specs (by path under the specs
 root, each checked against the digest it was run with) and the models (each checked against its fingerprint).
 A spec or model that no longer matches is refused before anything runs.  Package versions that differ are named
 (the comparison then shows what they changed).  The run is cold: nothing is replayed or read from the frame
@@ -17,14 +17,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from bench.core.errors import ModelError, SpecError, UsageError
+from bench.ground.errors import ModelError, SpecError, UsageError
 
 INPUTS = ("data", "gguf", "models")  # cache folders of inputs, shared; everything else (results) starts empty
 
 
 def plan(record: dict[str, Any], specs_root: Path) -> tuple[list, dict[str, Any]]:
     """The specs to run, in the record's order, and the record's settings; UsageError if they cannot be had."""
-    from bench.core.spec import load_spec
+    from bench.ground.spec import load_spec
 
     s = record.get("settings")
     if not isinstance(s, dict):
@@ -81,7 +81,7 @@ def package_drift(record: dict[str, Any], now: dict[str, str | None]) -> list[st
 @contextlib.contextmanager
 def cold_cache() -> Iterator[Path]:
     """A fresh cache for results, sharing the ordinary cache's inputs (converted weights, corpora) by link."""
-    from bench.core.store import cache_root
+    from bench.ground.store import cache_root
 
     real = cache_root()
     real.mkdir(parents=True, exist_ok=True)

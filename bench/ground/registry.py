@@ -1,7 +1,7 @@
 """Registries of probes (measurements) and verdict rules, keyed by the names specs use.
 
 A probe is a function ``fn(ctx, *, param: type = default, …) -> DataFrame`` or ``fn(ctx, p: Table)`` (a typed
-parameter table, see :mod:`bench.core.params`) registered with :func:`probe_def`; a rule is
+parameter table, see :mod:`bench.ground.params`) registered with :func:`probe_def`; a rule is
 ``fn(frame, *, param: type = default, …) -> Verdict`` registered with :func:`rule_def`.  Their parameters, with
 type annotations, are the parameters a spec may set: the registry checks a spec's values against them before
 anything runs, and :meth:`ProbeInfo.call` hands a probe its values in the form it declares.  Registering a name twice is an error;
@@ -20,10 +20,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Generic, Iterator, Mapping, TypeVar
 
-from bench.core import params as tables
-from bench.core.errors import did_you_mean
-from bench.core.params import Param, type_problem
-from bench.core.ranges import (  # noqa: F401 - re-exported: the registry is where parameters are checked
+from bench.ground import params as tables
+from bench.ground.errors import did_you_mean
+from bench.ground.params import Param, type_problem
+from bench.ground.ranges import (  # noqa: F401 - re-exported: the registry is where parameters are checked
     COUNT, FRACTION, INT_BOUND, MAX_COUNT, NON_NEGATIVE, POSITIVE, PROBABILITY, RANGES, Count, Fraction, Positive,
     Probability, Range, args_of, range_of, range_problem,
 )
@@ -159,7 +159,7 @@ class RuleInfo(_Callable):
 
     def check_all(self, values: Mapping[str, Any], spec) -> None:
         """Raise SpecError for the first problem, recursing into nested sub-rules."""
-        from bench.core.errors import SpecError
+        from bench.ground.errors import SpecError
 
         _check_rule(self, values, spec, "verdict", SpecError)
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 import tomllib
 
-from bench.core.errors import SpecError, did_you_mean
+from bench.ground.errors import SpecError, did_you_mean
 
 MAX_BYTES = 64 << 10  # a spec is a page of TOML (the largest shipped one is under 5 KiB); parsing stays fast
 MAX_DEPTH = 24  # tables and arrays nested deeper than this are refused (the shipped specs use 4)

@@ -4,7 +4,7 @@ cells by key.
 An executor never decides a verdict over the whole run nor writes the record: it measures cells (cache lookup,
 model loading, probe, per-cell rule) and emits :class:`Event` values — ``start``, ``progress``, ``note``,
 ``status`` (cells done / running / queued) and ``done`` (the cell's record entry, frame and raw verdict).  The
-driver (:func:`bench.core.run.execute`) turns them into UI calls, writes the record in plan order and applies
+driver (:func:`bench.spine.run.execute`) turns them into UI calls, writes the record in plan order and applies
 the Benjamini–Hochberg adjustment over the whole run, so every executor yields the same record for one seed.
 
 ``local`` runs in this process (no extra dependency); ``ray`` fans model groups out over a Ray cluster and is
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from bench.core.errors import UsageError
+from bench.ground.errors import UsageError
 
 EXECUTORS = ("local", "ray")
 
@@ -68,7 +68,7 @@ class LocalExecutor:
     name: str = field(default="local", init=False)
 
     def run(self, cells: list, job: Job, emit: Callable[[Event], None]) -> None:
-        from bench.core.executors.worker import ModelGroup, groups
+        from bench.spine.executors.worker import ModelGroup, groups
 
         done, total = 0, len(cells)
         for model, group in groups(cells):
@@ -95,7 +95,7 @@ def make(name: str, *, address: str | None = None, **options: Any) -> Executor:
             import ray  # noqa: F401
         except ImportError:
             raise UsageError("--executor ray needs Ray: pip install 'bench[ray]'") from None
-        from bench.core.executors.cluster import RayExecutor
+        from bench.spine.executors.cluster import RayExecutor
 
         return RayExecutor(address=address, **options)
     raise UsageError(f"unknown executor '{name}' (known: {', '.join(EXECUTORS)})")

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from bench.core import validate
-from bench.core.errors import SpecError, did_you_mean
+from bench.ground import validate
+from bench.ground.errors import SpecError, did_you_mean
 
 SPEC_VERSION = 1
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -222,7 +222,7 @@ def load_specs(paths: Iterable[str | Path]) -> list[Spec]:
 
 def check_spec(spec: Spec) -> None:
     """Check probe and rule names and parameters under the base spec and every profile it defines."""
-    from bench.core import registry  # late import: registering probes imports torch
+    from bench.ground import registry  # late import: registering probes imports torch
 
     probe = registry.probe(spec.probe, on_error=lambda m: SpecError(m, path=spec.path, key="measure.probe"))
     rule = registry.rule(spec.rule, on_error=lambda m: SpecError(m, path=spec.path, key="verdict.rule"))

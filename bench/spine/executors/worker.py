@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 from typing import Callable
 
-from bench.core import plan
-from bench.core.executors import CellResult, Event, Job
+from bench.spine import plan
+from bench.spine.executors import CellResult, Event, Job
 
 
 def groups(cells: list[plan.Cell]) -> list[tuple[str, list[plan.Cell]]]:
@@ -41,8 +41,8 @@ class ModelGroup:
     """Runs cells of one model through the same code path for every executor (cache, load, probe, rule)."""
 
     def __init__(self, model: str, job: Job, emit: Callable[[Event], None]):
-        from bench.core.cells import ModelCells
-        from bench.core.store import Cache
+        from bench.spine.cells import ModelCells
+        from bench.ground.store import Cache
 
         self.ui = _EmitUI(emit)
         self.cells = ModelCells(model, job.refs, job.device, job.dtype, cache=Cache(warn=self.ui.note), ui=self.ui,

@@ -24,7 +24,7 @@ def _shipped(name: str) -> Path | None:
 def templates_dir() -> Path:
     found = _shipped("templates")
     if found is None:  # a broken install; say so plainly rather than TemplateNotFound
-        from bench.core.errors import UsageError
+        from bench.ground.errors import UsageError
 
         raise UsageError(f"report templates are missing from this installation (looked in {DATA} and {CHECKOUT})")
     return found
@@ -42,7 +42,7 @@ def default_spec_paths() -> tuple[Path, ...]:
         return (here,)
     found = installed_specs()
     if found is None:
-        from bench.core.errors import UsageError
+        from bench.ground.errors import UsageError
 
         raise UsageError("no ./specs folder here and no specs installed with bench; pass spec files or folders")
     return (found,)

@@ -2,7 +2,7 @@
 
 The replay key names everything a run's cells and verdicts depend on: each spec under its profile (its digest
 and its path), the run's settings (every option that can change results, resolved in one place,
-:func:`bench.core.run.settings`: models, profile, device, dtype, seed, control, revision, …), the fingerprint of
+:func:`bench.spine.run.settings`: models, profile, device, dtype, seed, control, revision, …), the fingerprint of
 each model's weights, the data fingerprints of the corpora, the versions of the packages that compute, and a hash
 of bench's own source (so a changed probe, rule or schema is never replayed).  On a hit the run record is written
 from the stored header, cells and verdicts, and the frames are copied from the cache; no model, no torch, no rule
@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.core.store import atomic_write_json, cache_root, key_of
+from bench.ground.store import atomic_write_json, cache_root, key_of
 
 # Header fields that describe the invocation rather than its results: a replayed record takes them from the
 # command that replays it; every other header field is the stored run's.
@@ -51,10 +51,10 @@ def cheap_device(device: str) -> str | None:
 
 
 def key(specs, settings: dict[str, Any]) -> str | None:
-    """The replay key of a run with these settings (:func:`bench.core.run.settings`: every option that can change
+    """The replay key of a run with these settings (:func:`bench.spine.run.settings`: every option that can change
     results, resolved), or None when an input cannot be fingerprinted cheaply."""
     from bench import models
-    from bench.core import plan
+    from bench.spine import plan
 
     parts: dict[str, Any] = {"source": source_hash(), "settings": settings,
                              "packages": {p: _version(p) for p in PACKAGES}, "specs": [], "fingerprints": {}}
