@@ -17,10 +17,11 @@ from bench.cli.run_commands import _spec_paths
 @_guard
 def validate(paths):
     from bench.ground import spec
+    from bench.spine import checks
 
     specs = spec.load_specs(_spec_paths(paths))
     for s in specs:
-        spec.check_spec(s)
+        checks.check_spec(s)
     click.echo(f"{len(specs)} spec{'s' if len(specs) != 1 else ''} OK")
 
 
@@ -34,6 +35,7 @@ def validate(paths):
 @_guard
 def list_(paths, as_json, markdown, output):
     from bench.ground import spec
+    from bench.spine import checks
     from bench.cli.ui import print_specs
     from bench.report import catalogue
 

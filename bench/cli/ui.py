@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench.ground.numbers import fmt
 from bench.spine.run import UI
 
 
@@ -101,14 +102,6 @@ def short_model(name: str) -> str:
     if len(p.parts) > 1 and p.exists():
         return p.stem if p.suffix == ".gguf" else p.name
     return name
-
-
-def fmt(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return "—"
-    if x != 0 and (abs(x) < 10 ** -(digits) or abs(x) >= 10 ** 5):
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}" if abs(x) < 1 else f"{x:.{digits + 1}g}"
 
 
 def estimate_text(v: dict[str, Any]) -> str:

@@ -324,7 +324,7 @@ def _number(x: Any) -> bool:
 
 
 def _verdict_problem(v: dict) -> str | None:
-    from bench.stats import Outcome
+    from bench.ground.verdicts import Outcome
 
     for key in ("estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "n", "effect"):
         if not _number(v.get(key)):

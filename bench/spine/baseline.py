@@ -33,6 +33,7 @@ from typing import Any
 from bench.ground import integrity
 from bench.spine.compare import decision_metric, paired_difference
 from bench.ground.errors import UsageError
+from bench.ground.numbers import fmt
 from bench.ground.store import atomic_write_bytes, now, read_frame
 
 FORMAT = 1
@@ -207,8 +208,6 @@ def library_changes(base: dict[str, Any], record: dict[str, Any]) -> list[str]:
 
 
 def _text(v: dict[str, Any]) -> str:
-    from bench.cli.ui import fmt
-
     est = v.get("estimate")
     ci = f" [{fmt(v['ci_low'])}, {fmt(v['ci_high'])}]" if v.get("ci_low") is not None else ""
     return f"{v.get('outcome', '—')} {fmt(est) if est is not None else '—'}{ci}"

@@ -8,7 +8,8 @@ from typing import Any, Iterable
 from bench import corpora
 from bench.ground import registry
 from bench.ground.errors import UsageError
-from bench.ground.spec import Spec, check_spec
+from bench.ground.spec import Spec
+from bench.spine.checks import check_spec
 
 PROFILES = ("smoke", "full")
 MODEL_SETS = ("default", "paper")

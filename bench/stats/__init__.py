@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from typing import Any, Literal, Mapping
 
 import numpy as np
 import pandas as pd
+
+from bench.ground.verdicts import Outcome, Verdict, errored, skipped  # noqa: F401 - the types rules return
 
 
 class _Scipy:
@@ -48,55 +49,6 @@ class _Scipy:
 stats = _Scipy()
 
 Reduce = Literal["mean", "max_group_mean", "max", "min"]
-
-
-class Outcome(str, Enum):
-    SUPPORTED = "SUPPORTED"
-    REFUTED = "REFUTED"
-    INCONCLUSIVE = "INCONCLUSIVE"
-    ERROR = "ERROR"
-    SKIPPED = "SKIPPED"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    outcome: Outcome
-    reason: str
-    rule: str
-    metric: str | None = None
-    estimate: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    p_value: float | None = None
-    p_adjusted: float | None = None
-    n: int | None = None
-    effect: float | None = None
-    effect_name: str | None = None
-    threshold: str | None = None  # e.g. "≥ 0.4"
-    alpha: float = 0.05
-    parts: tuple["Verdict", ...] = ()
-    sensitivity: str | None = None  # why a REFUTED measurement could have shown the effect (None otherwise)
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["outcome"] = self.outcome.value
-        d["parts"] = [p.to_json() for p in self.parts]
-        return {k: _clean(v) for k, v in d.items()}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Verdict":
-        d = dict(d)
-        d["outcome"] = Outcome(d["outcome"])
-        d["parts"] = tuple(cls.from_json(p) for p in d.get("parts", ()))
-        return cls(**d)
-
-
-def skipped(reason: str) -> Verdict:
-    return Verdict(Outcome.SKIPPED, reason, rule="-")
-
-
-def errored(reason: str) -> Verdict:
-    return Verdict(Outcome.ERROR, reason, rule="-")
 
 
 def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> Verdict:
@@ -336,9 +288,3 @@ def _missing(frame: pd.DataFrame, rule: str, metric: str, where: Mapping[str, An
 
 def _label(sel: Mapping[str, Any]) -> str:
     return ",".join(f"{v}" for k, v in sel.items()) if sel else "all"
-
-
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
