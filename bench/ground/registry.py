@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import pkgutil
@@ -77,19 +78,38 @@ def import_submodules(package: str, skip: tuple[str, ...] = ()) -> None:
             importlib.import_module(f"{package}.{mod.name}")
 
 
-def families() -> tuple[str, ...]:
-    """The claim families: one package each under ``bench.families``."""
-    import bench.families as fam
+FAMILY_GROUP = "bench.families"  # the entry-point group an installed package registers its families under
+BUILTIN_FAMILIES = "bench.families"  # bench's own families: one subpackage each, read as entry points
+GENERIC_RULES = "bench.stats"  # the package whose modules register the generic decision rules
 
-    return tuple(sorted(m.name for m in pkgutil.iter_modules(fam.__path__) if m.ispkg))
+
+def family_packages() -> dict[str, str]:
+    """Every claim family, name → its importable package: bench's own (the subpackages of
+    ``bench.families``) and those of installed packages that declare an entry point in the group
+    ``bench.families`` (``name = "package"``).  Both kinds are loaded the same way, by package name: the ground
+    imports no family, and no family is named here.  Two families of one name are an error."""
+    out: dict[str, str] = {}
+    spec = importlib.util.find_spec(BUILTIN_FAMILIES)
+    for mod in pkgutil.iter_modules(spec.submodule_search_locations if spec else []):
+        if mod.ispkg:
+            out[mod.name] = f"{BUILTIN_FAMILIES}.{mod.name}"
+    for ep in importlib.metadata.entry_points(group=FAMILY_GROUP):
+        if out.get(ep.name, ep.module) != ep.module:
+            raise ValueError(f"two families are named '{ep.name}': {out[ep.name]} and {ep.module}")
+        out[ep.name] = ep.module
+    return dict(sorted(out.items()))
+
+
+def families() -> tuple[str, ...]:
+    """The names of the claim families (see :func:`family_packages`)."""
+    return tuple(family_packages())
 
 
 @functools.cache
 def import_families(kind: str) -> None:
     """Import, in every family, the modules that register `kind`: its charts for ``"charts"``, every other
-    module for ``"measure"`` (probes, kernels and family rules).  The core never names a family."""
-    for family in families():
-        package = f"bench.families.{family}"
+    module for ``"measure"`` (probes, kernels and family rules)."""
+    for package in family_packages().values():
         if kind == "charts":
             if importlib.util.find_spec(f"{package}.charts") is not None:
                 importlib.import_module(f"{package}.charts")
@@ -98,7 +118,7 @@ def import_families(kind: str) -> None:
 
 
 def _discover_measure() -> None:
-    import_submodules("bench.stats")
+    import_submodules(GENERIC_RULES)
     import_families("measure")
 
 
@@ -156,6 +176,7 @@ class RuleInfo(_Callable):
     nested: str | None = None  # name of a parameter that holds a list of sub-rule tables ("all")
     tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # table parameters → their allowed keys
     band: bool = False  # min and max may be given together (a band); otherwise exactly one of them
+    sentence: Callable[[Mapping[str, Any]], str] | None = None  # the rule in words, from its parameters
 
     def check_all(self, values: Mapping[str, Any], spec) -> None:
         """Raise SpecError for the first problem, recursing into nested sub-rules."""
@@ -324,14 +345,15 @@ COMMON_TABLE_KEYS = {"requires": ("metric", "min", "max", "why")}  # each precon
 
 
 def rule_def(name: str, *, nested: str | None = None, table_keys: Mapping[str, tuple[str, ...]] | None = None,
-             band: bool = False):
+             band: bool = False, sentence: Callable[[Mapping[str, Any]], str] | None = None):
     """Register a verdict rule under `name`; it also takes :data:`COMMON_RULE_PARAMS` (its own declaration of
     one of them wins).
 
     A parameter typed as a table (``dict[str, Any]``) or a list of tables is a row selector, whose keys must be
     columns of the probe's frame, unless it is `nested` (sub-rules) or listed in `table_keys` with its allowed keys.
     A rule with optional ``min`` and ``max`` takes exactly one of them (or both, as a band, when `band`); a nested
-    rule needs a sub-rule."""
+    rule needs a sub-rule.  `sentence(params)` says the rule in words for the report and the claim catalogue.
+    """
 
     def wrap(fn: Callable) -> Callable:
         params = types.MappingProxyType({**COMMON_RULE_PARAMS, **_params(fn)})
@@ -340,7 +362,7 @@ def rule_def(name: str, *, nested: str | None = None, table_keys: Mapping[str, t
             raise TypeError(f"rule '{name}': table_keys {unknown} are not parameters")
         RULES.add(name, RuleInfo(name=name, fn=fn, params=params, nested=nested,
                                  tables=types.MappingProxyType({**COMMON_TABLE_KEYS, **(table_keys or {})}),
-                                 band=band))
+                                 band=band, sentence=sentence))
         return fn
 
     return wrap

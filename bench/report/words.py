@@ -1,6 +1,7 @@
 """Decision rules in words, for the report's claim sections and the claim catalogue.
 
-Every registered rule has a sentence here; parameters are written as prose (``method = lape``, lists joined with
+A rule says itself in words through ``rule_def(..., sentence=fn)``, where it is declared; the rules that came
+before that have their sentence in :data:`SENTENCES` here.  Parameters are written as prose (``method = lape``, lists joined with
 commas), never as Python reprs.  A rule added later without a sentence falls back to its docstring's first
 sentence and its parameters in the same prose form.
 """
@@ -259,16 +260,15 @@ def describe(rule: str, params: Mapping[str, Any]) -> str:
 
 
 def _sentence(rule: str, p: dict[str, Any]) -> str:
-    if rule in SENTENCES:
+    from bench.ground import registry
+
+    info = registry.RULES.find(rule)
+    say = info.sentence if info is not None and info.sentence is not None else SENTENCES.get(rule)
+    if say is not None:
         try:
-            return SENTENCES[rule](p)
+            return say(p)
         except (KeyError, TypeError, ValueError, IndexError):
             pass  # parameters the sentence does not expect: the plain form below still reads as prose
     args = "; ".join(f"{k} = {value(v)}" for k, v in p.items())
-    try:
-        from bench.ground import registry
-
-        doc = " ".join(registry.rule(rule).doc.split()).split(". ")[0].rstrip(".")
-    except KeyError:
-        doc = f"rule `{rule}`"
+    doc = " ".join(info.doc.split()).split(". ")[0].rstrip(".") if info is not None else f"rule `{rule}`"
     return f"{doc} ({args})" if args else doc
