@@ -58,7 +58,7 @@ def _words() -> list[str]:
 
 def _pool(task: str) -> list[Item]:
     if task == "capital":
-        from bench.families.microscope.qa import capital_facts
+        from bench.corpora.capitals import capital_facts
 
         _, facts = capital_facts(150, 0)
         return [Item(task, f.subject, f.aliases[0], f.aliases) for f in facts]
@@ -88,7 +88,7 @@ def icl_correct(item: Item, output: str) -> bool:
     """Exact scoring of one continuation (already cut at its newline)."""
     text = output.strip()
     if item.task == "capital":
-        from bench.families.microscope.qa import is_correct
+        from bench.corpora.capitals import is_correct
 
         return is_correct(text, item.aliases)
     first = text.split()[0].strip(_PUNCT) if text.split() else ""

@@ -11,7 +11,8 @@ from bench.ground.errors import BenchError
 from bench.ground.registry import probe_def
 from bench.corpora.tagged import questions
 from bench.families.microscope.layerpass import block_states, finish
-from bench.families.microscope.qa import CONDITIONS, capital_facts, greedy_answers, is_correct, prompt, stop_words
+from bench.corpora.capitals import capital_facts, is_correct
+from bench.families.microscope.qa import CONDITIONS, greedy_answers, prompt, stop_words
 from bench.families.microscope.schemas import TokenLayerMetrics
 
 SHIFT = ("frac_shifted_mean", "frac_shifted_last", "frac_shifted_raw")

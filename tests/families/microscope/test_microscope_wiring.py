@@ -21,7 +21,8 @@ from bench.corpora.tagged import questions
 from bench.families.microscope import probes as mprobes
 from bench.families.microscope import text_probes
 from bench.families.microscope.layerpass import layer_pass, prepare_items
-from bench.families.microscope.qa import CONDITIONS, capital_facts
+from bench.corpora.capitals import capital_facts
+from bench.families.microscope.qa import CONDITIONS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.families.microscope.qa import capital_facts, edit, is_correct, prompt, stop_words
+from bench.corpora.capitals import capital_facts, is_correct
+from bench.families.microscope.qa import edit, prompt, stop_words
 
 
 def test_edits():
