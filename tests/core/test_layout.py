@@ -14,21 +14,22 @@ ROOT = Path(__file__).resolve().parents[2] / "bench"
 MAX_LINES = 400
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out
 
 
-def _top_level_imports(path: Path, name: str, known: set[str]) -> set[str]:
-    """Modules of bench imported at module level (imports inside functions are deliberate late imports)."""
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Modules of bench that `path` imports anywhere: at module level and inside functions (a late import is
+    still an edge of the graph; a circle through one is still a circle)."""
     tree = ast.parse(path.read_text())
     is_pkg = path.name == "__init__.py"
     found = set()
-    for node in tree.body:
+    for node in ast.walk(tree):
         targets = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -48,35 +49,116 @@ def _top_level_imports(path: Path, name: str, known: set[str]) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
-    mods = _modules()
+def _graph(root: Path = ROOT) -> dict[str, set[str]]:
+    mods = _modules(root)
     known = set(mods)
-    return {name: _top_level_imports(path, name, known) for name, path in mods.items()}
-
-
-def test_no_import_cycles():
-    graph = _graph()
+    graph = {name: _imports(path, name, known) for name, path in mods.items()}
     # A package's __init__ is imported before its submodules; an edge to the parent package is not a cycle.
-    for name in graph:
-        graph[name] = {t for t in graph[name] if not name.startswith(t + ".")}
+    return {name: {t for t in graph[name] if not name.startswith(t + ".")} for name in graph}
+
+
+def _folder(module: str) -> str:
+    """The folder a module belongs to: ``bench.families.<name>`` for a family, else ``bench.<folder>``."""
+    parts = module.split(".")
+    if parts[:2] == ["bench", "families"] and len(parts) > 2:
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
+
+
+def _folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        edges = out.setdefault(_folder(name), set())
+        edges |= {_folder(t) for t in targets if _folder(t) != _folder(name) and t != "bench"}
+    return out
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
-    def visit(node: str) -> None:
+    def visit(node: str) -> list[str] | None:
         state[node] = 1
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
-                pytest.fail("import cycle: " + " → ".join(cycle))
+                return stack[stack.index(nxt):] + [nxt]
             if nxt not in state:
-                visit(nxt)
+                found = visit(nxt)
+                if found:
+                    return found
         stack.pop()
         state[node] = 2
+        return None
 
     for node in sorted(graph):
         if node not in state:
-            visit(node)
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def _layer_problems(graph: dict[str, set[str]]) -> list[str]:
+    """The ground imports nothing of bench but itself; a family imports no other family."""
+    bad = []
+    for name, targets in sorted(graph.items()):
+        folder = _folder(name)
+        for t in sorted(targets):
+            if folder == "bench.ground" and _folder(t) != "bench.ground" and t != "bench":
+                bad.append(f"the ground imports {t} ({name})")
+            if (folder.startswith("bench.families.") and _folder(t).startswith("bench.families.")
+                    and _folder(t) != folder):
+                bad.append(f"the family {folder} imports the family {_folder(t)} ({name} → {t})")
+    return bad
+
+
+def test_no_import_cycles_counting_late_imports():
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " → ".join(cycle or [])
+
+
+def test_no_folder_cycles():
+    cycle = _cycle(_folder_graph(_graph()))
+    assert cycle is None, "folder cycle: " + " → ".join(cycle or [])
+
+
+def test_the_ground_stands_alone_and_families_do_not_import_each_other():
+    assert _layer_problems(_graph()) == []
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        f = tmp_path / "bench" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(textwrap.dedent(text))
+    return tmp_path / "bench"
+
+
+def test_the_checks_catch_a_planted_late_circle_and_a_family_import(tmp_path):
+    """The checks themselves: a circle closed by an import inside a function, a folder circle, a family that
+    imports another family and a ground module that imports a family are each found."""
+    root = _plant(tmp_path, {
+        "__init__.py": "",
+        "ground/__init__.py": "",
+        "ground/a.py": "def f():\n    from bench.ground import b\n",
+        "ground/b.py": "from bench.ground import a\n",
+        "models/__init__.py": "from bench.ground import a\n",
+        "families/__init__.py": "",
+        "families/one/__init__.py": "",
+        "families/one/p.py": "def g():\n    from bench.families.two import q\n",
+        "families/two/__init__.py": "",
+        "families/two/q.py": "",
+        "ground/c.py": "def h():\n    import bench.models\n",
+    })
+    graph = _graph(root)
+    assert _cycle(graph) == ["bench.ground.a", "bench.ground.b", "bench.ground.a"]
+    assert _cycle(_folder_graph(graph)) == ["bench.ground", "bench.models", "bench.ground"]
+    problems = _layer_problems(graph)
+    assert "the ground imports bench.models (bench.ground.c)" in problems
+    assert ("the family bench.families.one imports the family bench.families.two (bench.families.one.p → "
+            "bench.families.two.q)") in problems
+    assert len(problems) == 3  # the family edge to the package and to its module, the ground edge
 
 
 def test_the_spine_names_no_family():
