@@ -89,8 +89,7 @@ def family_packages() -> dict[str, str]:
     ``bench.families`` (``name = "package"``).  Both kinds are loaded the same way, by package name: the ground
     imports no family, and no family is named here.  Two families of one name are an error."""
     out: dict[str, str] = {}
-    spec = importlib.util.find_spec(BUILTIN_FAMILIES)
-    for mod in pkgutil.iter_modules(spec.submodule_search_locations if spec else []):
+    for mod in pkgutil.iter_modules(importlib.import_module(BUILTIN_FAMILIES).__path__):
         if mod.ispkg:
             out[mod.name] = f"{BUILTIN_FAMILIES}.{mod.name}"
     for ep in importlib.metadata.entry_points(group=FAMILY_GROUP):

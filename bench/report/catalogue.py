@@ -6,7 +6,7 @@ import json
 from typing import Any, Iterable
 
 from bench.ground.resources import relative_spec_path
-from bench.report.words import describe
+from bench.ground.prose import describe
 
 HEADER = """# Claims
 

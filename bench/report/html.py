@@ -16,7 +16,7 @@ from bench.report import charts
 from bench.report.charts import to_svg
 from bench.report.forest import across_models
 from bench.report.references import nearest, placement_chart
-from bench.report.words import describe
+from bench.ground.prose import describe
 
 METHOD_NAMES = {"pm": "Paule–Mandel", "dl": "DerSimonian–Laird"}
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")

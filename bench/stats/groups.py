@@ -26,6 +26,7 @@ from bench.stats import (
     expanded_confidence,
     unit_note,
 )
+from bench.stats import words
 
 SEED = 12345
 
@@ -68,7 +69,7 @@ def _delta_of(W: np.ndarray, S: np.ndarray, na: np.ndarray, nb: np.ndarray) -> n
         return num / den
 
 
-@rule_def("group_comparison")
+@rule_def("group_comparison", sentence=words.group_comparison)
 def group_comparison(
     frame: pd.DataFrame, *, metric: str, a: list[str], b: list[str], column: str = "cls",
     side: Literal["less", "greater"] = "less", delta: float = 0.0, over: str | None = None,

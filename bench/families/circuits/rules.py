@@ -15,11 +15,18 @@ from typing import Any
 
 import pandas as pd
 
+from bench.ground.prose import alpha_text, sel
 from bench.ground.registry import rule_def
 from bench.stats import Outcome, Verdict, _select, evaluate
 
 
-@rule_def("exceeds_baselines")
+def _say_exceeds_baselines(p):
+    names = ", ".join(f"[{sel(b)}]" for b in p["baselines"])
+    return (f"[{sel(p['observed'])}] exceeds the {p.get('quantile', 0.99):g} quantile of every baseline ({names}); "
+            f"the claim holds only when it beats each one (intersection–union test, p = the largest p, {alpha_text(p)})")
+
+
+@rule_def("exceeds_baselines", sentence=_say_exceeds_baselines)
 def exceeds_baselines(frame: pd.DataFrame, *, observed: dict[str, Any], baselines: list[dict[str, Any]],
                       quantile: float = 0.99, flag: dict[str, Any] = {},  # noqa: B006
                       flag_text: str = "approximate", alpha: float = 0.05) -> Verdict:
