@@ -1,5 +1,6 @@
-"""What a probe receives besides its parameters: the model, the seed, the cache, a progress callback, and the
-other models it declared."""
+"""What a probe receives besides its parameters: the model, the seed, the device and dtype the run resolved
+(once, for every cell: ``bench.spine.run.settings``), the cache, a progress callback, and the other models it
+declared."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from bench.ground.store import Cache
 class ProbeContext:
     model: Any  # bench.models.LoadedModel, or None for probes that bring their own models
     seed: int
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # the run's device, resolved once
+    dtype: str = "float32"  # the weights' dtype by name, resolved once by the run for its device
     cache: Cache | None = None
     progress: Callable[[float, str], None] = lambda fraction, message="": None
     companions: Callable[[str], Any] | None = None  # name → loaded model, for the models the probe declares

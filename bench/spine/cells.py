@@ -110,7 +110,8 @@ class ModelCells:
                                           allow_pickle=self.allow_pickle, progress=self.ui.note)
                 rec["timings"]["load_s"] = round(time.perf_counter() - t, 3)
             ctx = ProbeContext(model=self.loaded if cell.probe.uses_model else None, seed=cell.seed,
-                               device=torch.device(self.device), cache=self.cache, progress=self.ui.progress,
+                               device=torch.device(self.device), dtype=self.dtype, cache=self.cache,
+                               progress=self.ui.progress,
                                companions=lambda name: self._load_companion(name, plan.companions(cell)))
             t = time.perf_counter()
             frame = cell.probe.call(ctx, **cell.spec.probe_params())

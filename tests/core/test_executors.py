@@ -115,3 +115,22 @@ def test_a_killed_worker_is_retried_then_error_and_the_rest_finishes(tmp_path, r
     assert len(list((tmp_path / "tally" / "always-dies").iterdir())) == 2  # bounded: one retry
     frame = pd.read_parquet(res.run_dir / by_id["faults.dies-once"]["frame"])
     assert frame["value"].tolist() == pytest.approx([0.9 + 0.02 * ((i % 3) - 1) for i in range(8)])
+
+
+def test_ray_resources_read_the_device_and_dtype_the_run_resolved(monkeypatch):
+    """The cluster's request comes from the job's resolved device (``cuda:N`` is a GPU too) and dtype (half
+    precision halves the weights' bytes), with known numbers: 10 GiB of weights on an 80 GiB GPU."""
+    pytest.importorskip("ray")
+    from bench import models
+    from bench.spine.executors import Job, cluster
+
+    gib = cluster.GiB
+    monkeypatch.setattr(models, "weight_bytes", lambda ref: 10 * gib)
+    monkeypatch.setattr(cluster, "_gpu_memory", lambda: 80 * gib)
+    monkeypatch.setattr(cluster.ray, "nodes", lambda: [])
+    half = cluster._resources("m", Job({"m": object()}, "cuda:1", "bfloat16"), 2)
+    assert half["num_gpus"] == 0.125  # (5 + 0.5) GiB × 1.2 / 80 GiB = 0.0825 → one eighth of a GPU
+    full = cluster._resources("m", Job({"m": object()}, "cuda:1", "float32"), 2)
+    assert full["num_gpus"] == 0.25  # (10 + 0.5) × 1.2 / 80 = 0.1575 → two eighths
+    cpu = cluster._resources("m", Job({"m": object()}, "cpu", "float32"), 2)
+    assert "num_gpus" not in cpu and cpu["memory"] == int(10.5 * gib * 1.5)

@@ -183,10 +183,12 @@ def _resources(model: str, job: Job, cpus: int) -> dict[str, Any]:
         weights = models.weight_bytes(ref)
     except Exception:  # noqa: BLE001 - an unresolvable model is reported by the worker as SKIPPED
         weights = 0
-    need = weights * (0.5 if job.device == "cuda" else 1.0) + 0.5 * GiB  # bf16 on GPUs, float32 otherwise
+    on_gpu = job.device.partition(":")[0] == "cuda"  # "cuda" or "cuda:N", as the run resolved it
+    half = job.dtype in ("bfloat16", "float16")  # the dtype the run resolved, not a guess from the device
+    need = weights * (0.5 if half else 1.0) + 0.5 * GiB
     opts: dict[str, Any] = {"num_cpus": cpus, "max_restarts": 0, "max_task_retries": 0}
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    if job.device == "cuda":
+    if on_gpu:
         gpu_mem = _gpu_memory()
         if gpu_mem:
             share = need * 1.2 / gpu_mem  # activations need room beside the weights
