@@ -85,16 +85,21 @@ def evaluate_parts(frame: pd.DataFrame, of: list[dict[str, Any]], alpha: float) 
     return parts
 
 
-def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict:
-    outcomes = [p.outcome for p in parts]
+def conjunction(outcomes: list[Outcome] | tuple[Outcome, ...]) -> Outcome:
+    """The one policy of every rule whose claim holds only when all of its parts hold ("all of", "beats every
+    baseline"): ERROR when a part failed; SUPPORTED when every part is; REFUTED when any part is (a conjunction
+    with one false part is false, and that part's REFUTED already carries its sensitivity); else INCONCLUSIVE."""
     if Outcome.ERROR in outcomes:
-        outcome = Outcome.ERROR
-    elif Outcome.REFUTED in outcomes:
-        outcome = Outcome.REFUTED
-    elif all(o is Outcome.SUPPORTED for o in outcomes):
-        outcome = Outcome.SUPPORTED
-    else:
-        outcome = Outcome.INCONCLUSIVE
+        return Outcome.ERROR
+    if outcomes and all(o is Outcome.SUPPORTED for o in outcomes):
+        return Outcome.SUPPORTED
+    if Outcome.REFUTED in outcomes:
+        return Outcome.REFUTED
+    return Outcome.INCONCLUSIVE
+
+
+def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict:
+    outcome = conjunction([p.outcome for p in parts])
     if outcome is Outcome.SUPPORTED:
         reason = f"all {len(parts)} conditions hold"
     else:
