@@ -229,3 +229,65 @@ def test_a_new_family_is_found_from_its_folder_alone(tmp_path, monkeypatch):
             del sys.modules[mod]
         for cached in (registry.import_families, registry.import_submodules):
             cached.cache_clear()
+
+
+KINDS = ("known_answer", "parity", "wiring")
+
+
+def _probe_test_problems(probes: dict[str, list[str]], repo: Path) -> list[str]:
+    """Problems with the per-probe test lists: `probes` maps each family to its probes' names, and
+    ``tests/families/<family>/probe_tests.toml`` must name, for every one of them, at least one test of each kind
+    in :data:`KINDS` as ``path::function``, every one a test function defined at the top of that file."""
+    import tomllib
+
+    bad = []
+    for family, names in sorted(probes.items()):
+        listing = repo / "tests" / "families" / family / "probe_tests.toml"
+        if not listing.is_file():
+            bad.append(f"{family}: no {listing.relative_to(repo)}")
+            continue
+        table = tomllib.loads(listing.read_text())
+        bad += [f"{family}: '{extra}' is listed but is not a probe of the family" for extra in set(table) - set(names)]
+        for probe in sorted(names):
+            for kind in KINDS:
+                tests = table.get(probe, {}).get(kind) or []
+                if not tests:
+                    bad.append(f"{family}.{probe}: no {kind} test listed")
+                for test in tests:
+                    path, _, fn = test.partition("::")
+                    file = repo / path
+                    defined = file.is_file() and fn in {n.name for n in ast.parse(file.read_text()).body
+                                                        if isinstance(n, ast.FunctionDef)}
+                    if not (defined and fn.startswith("test_")):
+                        bad.append(f"{family}.{probe}: {kind} test {test} does not exist")
+    return bad
+
+
+def test_every_probe_lists_its_known_answer_parity_and_wiring_tests():
+    from bench.ground import registry
+
+    packages = {pkg: fam for fam, pkg in registry.family_packages().items() if pkg.startswith("bench.families.")}
+    probes: dict[str, list[str]] = {fam: [] for fam in packages.values()}
+    for name, info in registry.probes().items():
+        pkg = next((p for p in packages if info.fn.__module__.startswith(p + ".")), None)
+        if pkg is not None:
+            probes[packages[pkg]].append(name)
+    assert _probe_test_problems(probes, ROOT.parent) == []
+
+
+def test_the_probe_test_check_catches_a_missing_kind_and_a_missing_test(tmp_path):
+    (tmp_path / "tests" / "families" / "demo").mkdir(parents=True)
+    (tmp_path / "tests" / "families" / "demo" / "test_demo.py").write_text("def test_known():\n    pass\n")
+    (tmp_path / "tests" / "families" / "demo" / "probe_tests.toml").write_text(textwrap.dedent('''
+        [p]
+        known_answer = ["tests/families/demo/test_demo.py::test_known"]
+        parity = ["tests/families/demo/test_demo.py::test_gone"]
+        [old]
+        wiring = ["tests/families/demo/test_demo.py::test_known"]
+    '''))
+    assert sorted(_probe_test_problems({"demo": ["p"], "other": ["q"]}, tmp_path)) == [
+        "demo.p: no wiring test listed",
+        "demo.p: parity test tests/families/demo/test_demo.py::test_gone does not exist",
+        "demo: 'old' is listed but is not a probe of the family",
+        "other: no tests/families/other/probe_tests.toml",
+    ]
