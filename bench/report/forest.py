@@ -39,7 +39,7 @@ def forest_chart(s: Synthesis):
     import altair as alt
     import pandas as pd
 
-    from bench.report.charts import WIDTH
+    from bench.ground.charts import WIDTH
 
     data = pd.DataFrame(rows)
     order = list(dict.fromkeys(data["label"]))

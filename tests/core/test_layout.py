@@ -99,17 +99,33 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+BELOW_FAMILIES = {"bench.ground", "bench.stats", "bench.models", "bench.corpora"}
+ALLOWED = {  # folder → the other folders it may import (CONTRIBUTING.md, "Where things live")
+    "bench.ground": set(),
+    "bench.stats": {"bench.ground"},
+    "bench.models": {"bench.ground"},
+    "bench.corpora": {"bench.ground", "bench.models"},
+    "family": BELOW_FAMILIES,
+    "bench.spine": BELOW_FAMILIES,
+    "bench.report": BELOW_FAMILIES | {"bench.spine"},
+}
+
+
 def _layer_problems(graph: dict[str, set[str]]) -> list[str]:
-    """The ground imports nothing of bench but itself; a family imports no other family."""
+    """Imports that point up or sideways: each folder imports only the folders :data:`ALLOWED` lists for it (the
+    ground none), and a family never another family."""
     bad = []
     for name, targets in sorted(graph.items()):
         folder = _folder(name)
+        kind = "family" if folder.startswith("bench.families.") else folder
         for t in sorted(targets):
-            if folder == "bench.ground" and _folder(t) != "bench.ground" and t != "bench":
-                bad.append(f"the ground imports {t} ({name})")
-            if (folder.startswith("bench.families.") and _folder(t).startswith("bench.families.")
-                    and _folder(t) != folder):
-                bad.append(f"the family {folder} imports the family {_folder(t)} ({name} → {t})")
+            other = _folder(t)
+            if t == "bench" or other == folder:
+                continue
+            if kind == "family" and other.startswith("bench.families."):
+                bad.append(f"the family {folder} imports the family {other} ({name} → {t})")
+            elif kind in ALLOWED and other not in ALLOWED[kind]:
+                bad.append(f"{folder} imports {other}, which sits above it ({name} → {t})")
     return bad
 
 
@@ -123,7 +139,7 @@ def test_no_folder_cycles():
     assert cycle is None, "folder cycle: " + " → ".join(cycle or [])
 
 
-def test_the_ground_stands_alone_and_families_do_not_import_each_other():
+def test_every_folder_imports_only_the_folders_below_it():
     assert _layer_problems(_graph()) == []
 
 
@@ -155,7 +171,7 @@ def test_the_checks_catch_a_planted_late_circle_and_a_family_import(tmp_path):
     assert _cycle(graph) == ["bench.ground.a", "bench.ground.b", "bench.ground.a"]
     assert _cycle(_folder_graph(graph)) == ["bench.ground", "bench.models", "bench.ground"]
     problems = _layer_problems(graph)
-    assert "the ground imports bench.models (bench.ground.c)" in problems
+    assert "bench.ground imports bench.models, which sits above it (bench.ground.c → bench.models)" in problems
     assert ("the family bench.families.one imports the family bench.families.two (bench.families.one.p → "
             "bench.families.two.q)") in problems
     assert len(problems) == 3  # the family edge to the package and to its module, the ground edge
@@ -186,7 +202,7 @@ def test_a_new_family_is_found_from_its_folder_alone(tmp_path, monkeypatch):
     nothing edited elsewhere."""
     import bench.families
     from bench.ground import registry
-    from bench.report import charts
+    from bench.ground import charts
 
     family = tmp_path / "zzdemo"
     family.mkdir()
@@ -207,7 +223,7 @@ def test_a_new_family_is_found_from_its_folder_alone(tmp_path, monkeypatch):
             return errored("demonstration")
     '''))
     (family / "charts.py").write_text(textwrap.dedent('''
-        from bench.report.charts import chart_def
+        from bench.ground.charts import chart_def
 
         @chart_def("zzdemo_probe")
         def chart(frame):

@@ -9,7 +9,7 @@ import vl_convert
 from bench.ground import registry, schemas
 from bench.ground.context import ProbeContext
 from bench.ground.spec import load_spec
-from bench.report.charts import chart_for
+from bench.ground.charts import chart_for
 from bench.stats import Outcome, evaluate
 
 pytestmark = pytest.mark.embedded

@@ -48,7 +48,7 @@ def run(ctx, name, params):
 def test_every_probe_runs_validates_and_charts(tiny_ctx):
     import vl_convert
 
-    from bench.report.charts import chart_for
+    from bench.ground.charts import chart_for
 
     for name, extra in RUNS:
         f = run(tiny_ctx, name, {**SMALL, **extra})

@@ -290,7 +290,7 @@ def test_schedule_warms_up_then_decays():
 def test_chart_shows_the_training_curves_beside_the_classes():
     import vl_convert
 
-    from bench.report.charts import chart_for
+    from bench.ground.charts import chart_for
 
     rows = [(s, p, cls, m, 1.0 + 0.1 * p) for s in range(3) for p, cls in enumerate(["noun", "determiner"] * 3)
             for m in ("context_loss", "context_loss_blind", "context_loss_layer0", "context_loss_shuffled",
