@@ -2,7 +2,7 @@
 VENV := .venv
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup verify test test-fast mutation bench clean
+.PHONY: setup verify test test-fast mutation bench clean claims-doc
 
 $(STAMP): scripts/setup.sh pyproject.toml
 	./scripts/setup.sh
@@ -28,6 +28,10 @@ MINUTES ?= 60
 mutation: $(STAMP)
 	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/python -m pip install --quiet -e ".[mutation]"
 	$(VENV)/bin/python scripts/mutation.py --jobs $(JOBS) --minutes $(MINUTES) $(MODULES)
+
+# The claim catalogue, generated from the specs (not checked by a test: regenerate after editing a spec).
+claims-doc: $(STAMP)
+	$(VENV)/bin/bench list specs/ --markdown -o docs/CLAIMS.md
 
 clean:
 	rm -rf runs/ .pytest_cache

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.core.store import cache_root
+from bench.ground.store import cache_root
 
 
 def _cpu() -> float:

@@ -67,7 +67,7 @@ def test_installed_tool_outside_the_checkout(installed, tiny_model_dir):
     work = tmp / "work"
     work.mkdir()
     bench = py.parent / "bench"
-    where = _run([py, "-c", "import bench, bench.core.resources as r; print(bench.__file__); print(r.installed_specs())"],
+    where = _run([py, "-c", "import bench, bench.ground.resources as r; print(bench.__file__); print(r.installed_specs())"],
                  work, env)
     module, specs = where.stdout.split()
     assert str(py.parent.parent) in module and str(py.parent.parent) in specs, where.stdout  # not the checkout

@@ -10,7 +10,7 @@ import traceback
 import click
 
 from bench import __version__
-from bench.core.errors import BenchError
+from bench.ground.errors import BenchError
 
 EXIT_HELP = """Exit codes: 0 the run completed (whatever the verdicts), 1 an outcome named by --fail-on occurred,
 2 bad input (spec, command line, model name), 3 the measurement crashed for every cell, 4 an internal error

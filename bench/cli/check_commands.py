@@ -20,7 +20,7 @@ frame or baseline frame edited after it was written, 4 an internal error."""
 
 
 def _load(run: str, runs_dir: Path):
-    from bench.core.store import find_run, load_record
+    from bench.ground.store import find_run, load_record
 
     run_dir = find_run(run, runs_dir)
     return load_record(run_dir, verify=True), run_dir
@@ -36,11 +36,11 @@ def _load(run: str, runs_dir: Path):
 @_verbosity_options
 @_guard
 def baseline(run_, output, runs_dir, no_frames):
-    from bench.core import baseline as bl
+    from bench.spine import baseline as bl
 
     record, run_dir = _load(run_, runs_dir)
     if record.get("status") != "complete":
-        from bench.core.errors import UsageError
+        from bench.ground.errors import UsageError
 
         raise UsageError(f"run {record['run_id']} is {record.get('status')}: a baseline needs a complete run")
     n = bl.write(record, run_dir, output, frames=not no_frames)
@@ -62,7 +62,7 @@ def baseline(run_, output, runs_dir, no_frames):
 @_verbosity_options
 @_guard
 def check(run_, baseline_path, runs_dir, alpha, margin, seed, as_json):
-    from bench.core import baseline as bl
+    from bench.spine import baseline as bl
 
     base = bl.read(baseline_path)
     record, run_dir = _load(run_, runs_dir)
@@ -78,8 +78,8 @@ def check(run_, baseline_path, runs_dir, alpha, margin, seed, as_json):
 def _print_check(rows, base, record, path, quiet: bool) -> None:
     from rich.table import Table
 
-    from bench.core import baseline as bl
-    from bench.core.ui import OUT
+    from bench.spine import baseline as bl
+    from bench.cli.ui import OUT
 
     failed = [r for r in rows if r.fails]
     shown = rows if verbosity() > 0 else [r for r in rows if r.status != "holds"]
@@ -115,7 +115,7 @@ def _print_check(rows, base, record, path, quiet: bool) -> None:
 @_verbosity_options
 @_guard
 def meta(runs, runs_dir, method, as_json, html_out):
-    from bench.core.synthesis import synthesise
+    from bench.spine.synthesis import synthesise
 
     records = [_load(r, runs_dir)[0] for r in runs]
     found = synthesise(records, method=method)
@@ -133,7 +133,7 @@ def meta(runs, runs_dir, method, as_json, html_out):
 def _print_meta(found, quiet: bool) -> None:
     from rich.table import Table
 
-    from bench.core.ui import OUT, fmt
+    from bench.cli.ui import OUT, fmt
 
     if not quiet:
         t = Table(title="claims across models (random effects)")

@@ -17,8 +17,8 @@ from bench.cli.base import _guard, _verbosity_options, main, verbosity
 @_verbosity_options
 @_guard
 def report(run_, runs_dir, out, pdf):
-    from bench.core.store import find_run, load_record
-    from bench.core.ui import print_summary
+    from bench.ground.store import find_run, load_record
+    from bench.cli.ui import print_summary
 
     run_dir = find_run(run_, runs_dir)
     record = load_record(run_dir, verify=True)
@@ -40,9 +40,9 @@ def report(run_, runs_dir, out, pdf):
                                             "p-values, reason) or whose measured frames are not equal.")
 @_guard
 def diff(run_a, run_b, runs_dir, html_out, exact):
-    from bench.core.diff import diff_runs
-    from bench.core.store import find_run, load_record
-    from bench.core.ui import print_diff
+    from bench.spine.diff import diff_runs
+    from bench.ground.store import find_run, load_record
+    from bench.cli.ui import print_diff
 
     dirs = tuple(find_run(r, runs_dir) for r in (run_a, run_b))
     a, b = (load_record(d) for d in dirs)
@@ -66,9 +66,9 @@ def diff(run_a, run_b, runs_dir, html_out, exact):
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Also write an HTML page.")
 @_guard
 def compare(run_a, run_b, model_a, model_b, runs_dir, seed, html_out):
-    from bench.core.compare import compare_runs
-    from bench.core.store import find_run, load_record
-    from bench.core.ui import print_compare
+    from bench.spine.compare import compare_runs
+    from bench.ground.store import find_run, load_record
+    from bench.cli.ui import print_compare
 
     dir_a = find_run(run_a, runs_dir)
     dir_b = find_run(run_b, runs_dir) if run_b else dir_a

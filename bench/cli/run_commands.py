@@ -68,7 +68,7 @@ def audit(model, paths, **kw):
 
 def _spec_paths(paths) -> tuple[Path, ...]:
     """The paths given, else ./specs when there is one, else the specs installed with bench."""
-    from bench.core.resources import default_spec_paths
+    from bench.ground.resources import default_spec_paths
 
     return tuple(paths) or default_spec_paths()
 
@@ -80,8 +80,9 @@ OUTPUT_OPTIONS = ("as_json", "report_dir", "no_pdf", "no_report", "fail_on")
 
 def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail_on, **run_options):
     refs = _resolve_first(names, run_options.get("revision"))
-    from bench.core import results, run, spec
-    from bench.core.ui import RichUI, print_summary
+    from bench.spine import results, run
+    from bench.ground import spec
+    from bench.cli.ui import RichUI, print_summary
 
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, audit=audit, refs=refs, command=" ".join(["bench", *sys.argv[1:]]),
@@ -128,11 +129,11 @@ def _render(run_dir: Path, report_dir: Path, pdf: bool, err: bool = False) -> No
 @_verbosity_options
 @_guard
 def rerun(run_, specs_root, runs_dir, report_dir, no_pdf, no_report):
-    from bench.core import rerun as again
-    from bench.core import run
-    from bench.core.diff import diff_runs
-    from bench.core.store import find_run, load_record
-    from bench.core.ui import RichUI, print_diff, print_summary
+    from bench.spine import rerun as again
+    from bench.spine import run
+    from bench.spine.diff import diff_runs
+    from bench.ground.store import find_run, load_record
+    from bench.cli.ui import RichUI, print_diff, print_summary
 
     old_dir = find_run(run_, runs_dir)
     old = load_record(old_dir, verify=True)  # a record or frame edited after its run is refused

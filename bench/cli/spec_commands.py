@@ -16,11 +16,12 @@ from bench.cli.run_commands import _spec_paths
 @_verbosity_options
 @_guard
 def validate(paths):
-    from bench.core import spec
+    from bench.ground import spec
+    from bench.spine import checks
 
     specs = spec.load_specs(_spec_paths(paths))
     for s in specs:
-        spec.check_spec(s)
+        checks.check_spec(s)
     click.echo(f"{len(specs)} spec{'s' if len(specs) != 1 else ''} OK")
 
 
@@ -33,8 +34,9 @@ def validate(paths):
 @_verbosity_options
 @_guard
 def list_(paths, as_json, markdown, output):
-    from bench.core import spec
-    from bench.core.ui import print_specs
+    from bench.ground import spec
+    from bench.spine import checks
+    from bench.cli.ui import print_specs
     from bench.report import catalogue
 
     specs = spec.load_specs(_spec_paths(paths))
@@ -45,7 +47,7 @@ def list_(paths, as_json, markdown, output):
     if output is None:
         click.echo(text, nl=False)
         return
-    from bench.core.store import atomic_write_bytes
+    from bench.ground.store import atomic_write_bytes
 
     atomic_write_bytes(output, text.encode("utf-8"))
     click.echo(f"wrote {output} ({len(specs)} claims)", err=True)
@@ -55,7 +57,7 @@ def list_(paths, as_json, markdown, output):
 @click.option("--path", "path_only", is_flag=True, help="Print the folder only.")
 @_guard
 def specs(path_only):
-    from bench.core.resources import default_spec_paths
+    from bench.ground.resources import default_spec_paths
 
     (where,) = default_spec_paths()
     if path_only:
@@ -71,7 +73,7 @@ def specs(path_only):
 @_guard
 def models(prepare):
     from bench import models as m
-    from bench.core.ui import print_models
+    from bench.cli.ui import print_models
 
     if prepare:
         for alias in m.ALIASES:
@@ -90,7 +92,7 @@ def models(prepare):
 def cache_(ctx):
     if ctx.invoked_subcommand is not None:
         return
-    from bench.core import upkeep
+    from bench.spine import upkeep
 
     s = upkeep.summary()
     click.echo(f"cache: {s['root']}")
@@ -109,8 +111,8 @@ def cache_(ctx):
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
 @_guard
 def cache_prune(runs_dir):
-    from bench.core import upkeep
-    from bench.core.errors import UsageError
+    from bench.spine import upkeep
+    from bench.ground.errors import UsageError
 
     if not runs_dir.is_dir():
         raise UsageError(f"no runs dir '{runs_dir}': prune would remove every entry; give --runs-dir")

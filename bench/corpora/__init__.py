@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from bench.core.errors import SpecError
-from bench.core.registry import Registry
+from bench.ground.errors import SpecError
+from bench.ground.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Source:
 
 
 def _discover() -> None:
-    from bench.core.registry import import_submodules
+    from bench.ground.registry import import_submodules
 
     import_submodules(__name__)
 

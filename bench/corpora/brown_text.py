@@ -7,7 +7,7 @@ which is much slower: for probes that only need the words (e.g. counting bigrams
 
 from __future__ import annotations
 
-from bench.core.errors import BenchError
+from bench.ground.errors import BenchError
 from bench.corpora import source_def, tagged
 
 

@@ -34,7 +34,7 @@ ENGLISH = (
 
 def _variant(variant: str) -> str:
     if variant not in ("english", ""):
-        from bench.core.errors import SpecError
+        from bench.ground.errors import SpecError
 
         raise SpecError(f"unknown builtin corpus '{variant}' (known: english)", key="data.corpus")
     return variant

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.core.errors import SpecError
-from bench.core.store import sha256_bytes
+from bench.ground.errors import SpecError
+from bench.ground.store import sha256_bytes
 from bench.corpora import source_def
 
 QUIZ_DIR = Path("/usr/share/games/bsdgames/quiz")
@@ -250,7 +250,7 @@ def load_facts(variant: str, seed: int = 0, n_fictional: int = 100) -> list[Fact
     out: dict[tuple[str, str], Fact] = {}
     for v in variant.split("+"):
         if v not in VARIANTS:
-            from bench.core.errors import did_you_mean
+            from bench.ground.errors import did_you_mean
 
             raise SpecError(f"unknown fact set '{v}'" + did_you_mean(v, VARIANTS) + f" (known: {', '.join(VARIANTS)})",
                             key="data.corpus")

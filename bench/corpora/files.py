@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.core.errors import SpecError
-from bench.core.store import sha256_file
+from bench.ground.errors import SpecError
+from bench.ground.store import sha256_file
 from bench.corpora import source_def
 
 

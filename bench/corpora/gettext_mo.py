@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from bench.core.errors import SpecError
+from bench.ground.errors import SpecError
 from bench.corpora import parallel, source_def
 
 VERSION = 2

@@ -13,8 +13,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from bench.core.errors import BenchError
-from bench.core.store import cache_root
+from bench.ground.errors import BenchError
+from bench.ground.store import cache_root
 
 
 def package_dir(name: str) -> Path:

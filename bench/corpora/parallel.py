@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench.core.errors import SpecError
+from bench.ground.errors import SpecError
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def parse_languages(variant: str) -> tuple[str, ...]:
 def load_parallel(corpus: str) -> Parallel:
     """The aligned units of ``source:lang,lang,…``, kept on disk under the corpus fingerprint once built."""
     from bench import corpora
-    from bench.core.store import atomic_write_bytes, cache_root, key_of
+    from bench.ground.store import atomic_write_bytes, cache_root, key_of
 
     source, variant = corpora.split(corpus)  # imports every source module, which registers its aligner
     if source.name not in _ALIGNERS:

@@ -3,7 +3,7 @@ vocabulary and the run seed.  Named here so that specs can say what they read; i
 
 from __future__ import annotations
 
-from bench.core.errors import SpecError
+from bench.ground.errors import SpecError
 from bench.corpora import source_def
 
 VARIANTS = ("repeated-random",)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.core.errors import BenchError, SpecError
+from bench.ground.errors import BenchError, SpecError
 from bench.corpora import source_def
 
 CLASSES = ("determiner", "preposition", "punctuation", "noun", "verb", "adjective", "adverb", "pronoun",

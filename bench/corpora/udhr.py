@@ -12,7 +12,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from bench.core.errors import SpecError
+from bench.ground.errors import SpecError
 from bench.corpora import parallel, source_def
 
 VERSION = 1

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from bench.core.errors import ArchError
+from bench.ground.errors import ArchError
 from bench.models import linear
 
 _ATTN_CHILDREN = ("self_attn", "attn", "attention", "self_attention")

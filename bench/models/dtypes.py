@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.core.errors import ModelError, did_you_mean
+from bench.ground.errors import ModelError, did_you_mean
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.core.errors import ArchError
+from bench.ground.errors import ArchError
 from bench.models import arch as arch_mod
 from bench.models import linear as linear_mod
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from bench.core.errors import ArchError
+from bench.ground.errors import ArchError
 from bench.models.arch import Arch, _in_out, get
 
 

@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from bench.core.errors import ArchError
+from bench.ground.errors import ArchError
 
 
 def _module(model: torch.nn.Module, path: str) -> torch.nn.Module:

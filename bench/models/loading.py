@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.core.errors import ModelError, did_you_mean
-from bench.core.store import atomic_write_json, cache_root, sha256_file
+from bench.ground.errors import ModelError, did_you_mean
+from bench.ground.store import atomic_write_json, cache_root, sha256_file
 from bench.models import hub
 from bench.models.dtypes import DTYPES, dtype_name, torch_dtype  # noqa: F401 - DTYPES, dtype_name re-exported
 

@@ -33,8 +33,8 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 import torch
 from torch import nn
 
-from bench.core.errors import BenchError
-from bench.core.store import cache_root, key_of, sha256_bytes
+from bench.ground.errors import BenchError
+from bench.ground.store import cache_root, key_of, sha256_bytes
 from bench.models.logits import logit_cap, softcap
 
 ENGINE_VERSION = 2  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)

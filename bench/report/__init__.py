@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bench.core.store import atomic_write_bytes, atomic_write_json, cache_root, find_run, key_of, load_record
+from bench.ground.store import atomic_write_bytes, atomic_write_json, cache_root, find_run, key_of, load_record
 
 VOLATILE = ("run_id", "started", "ended", "command", "executor", "record_sha256")  # differs between identical runs
 VOLATILE_CELL = ("timings", "cache_hit")

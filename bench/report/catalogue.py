@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from bench.core.resources import relative_spec_path
-from bench.report.words import describe
+from bench.ground.resources import relative_spec_path
+from bench.ground.prose import describe
 
 HEADER = """# Claims
 
 The claims `bench` checks, one section per spec, generated from the spec files by
-`bench list --markdown -o docs/CLAIMS.md` (do not edit by hand: edit the spec and regenerate).  Each entry
+`make claims-doc` (`bench list specs/ --markdown -o docs/CLAIMS.md`; do not edit by hand: edit the spec and regenerate).  Each entry
 gives the claim as its source states it, what is measured, the decision rule in words and the published
 figures the report shows beside the measured ones.  Thresholds and their provenance are commented in the
 spec file named under each claim.

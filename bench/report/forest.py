@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.core.synthesis import Synthesis, synthesise, threshold_side
+from bench.spine.synthesis import Synthesis, synthesise, threshold_side
 
 POOLED = "pooled (random effects)"
 PREDICTION = "new model (prediction)"
@@ -39,7 +39,7 @@ def forest_chart(s: Synthesis):
     import altair as alt
     import pandas as pd
 
-    from bench.report.charts import WIDTH
+    from bench.ground.charts import WIDTH
 
     data = pd.DataFrame(rows)
     order = list(dict.fromkeys(data["label"]))

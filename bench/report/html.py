@@ -9,14 +9,14 @@ from typing import Any
 
 import jinja2
 
-from bench.core.resources import relative_spec_path, templates_dir
-from bench.core.store import load_cell_frame
+from bench.ground.resources import relative_spec_path, templates_dir
+from bench.ground.store import load_cell_frame
 from bench.models.controls import control_outcomes, flag
-from bench.report import charts
+from bench.ground import charts
 from bench.report.charts import to_svg
 from bench.report.forest import across_models
 from bench.report.references import nearest, placement_chart
-from bench.report.words import describe
+from bench.ground.prose import describe
 
 METHOD_NAMES = {"pm": "Paule–Mandel", "dl": "DerSimonian–Laird"}
 OUTCOMES = ("SUPPORTED", "REFUTED", "INCONCLUSIVE", "ERROR", "SKIPPED")

@@ -55,7 +55,7 @@ def placement_chart(spec: dict[str, Any], cells: dict[str, dict[str, Any]]):
     import altair as alt
     import pandas as pd
 
-    from bench.report.charts import WIDTH
+    from bench.ground.charts import WIDTH
 
     data = pd.DataFrame(rows)
     colour = alt.Color("kind:N", title=None, scale=alt.Scale(domain=["measured here", "published"],

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from typing import Any, Literal, Mapping
 
 import numpy as np
 import pandas as pd
+
+from bench.ground.verdicts import Outcome, Verdict, errored, skipped  # noqa: F401 - the types rules return
 
 
 class _Scipy:
@@ -50,66 +51,14 @@ stats = _Scipy()
 Reduce = Literal["mean", "max_group_mean", "max", "min"]
 
 
-class Outcome(str, Enum):
-    SUPPORTED = "SUPPORTED"
-    REFUTED = "REFUTED"
-    INCONCLUSIVE = "INCONCLUSIVE"
-    ERROR = "ERROR"
-    SKIPPED = "SKIPPED"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    outcome: Outcome
-    reason: str
-    rule: str
-    metric: str | None = None
-    estimate: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    p_value: float | None = None
-    p_adjusted: float | None = None
-    n: int | None = None
-    effect: float | None = None
-    effect_name: str | None = None
-    threshold: str | None = None  # e.g. "≥ 0.4"
-    alpha: float = 0.05
-    parts: tuple["Verdict", ...] = ()
-    sensitivity: str | None = None  # why a REFUTED measurement could have shown the effect (None otherwise)
-    runs: int | None = None  # training runs combined (bench.stats.training_runs): `parts` is then one verdict per run
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["outcome"] = self.outcome.value
-        d["parts"] = [p.to_json() for p in self.parts]
-        if self.runs is None:
-            del d["runs"]  # records of unreplicated rules read as before
-        return {k: _clean(v) for k, v in d.items()}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Verdict":
-        d = dict(d)
-        d["outcome"] = Outcome(d["outcome"])
-        d["parts"] = tuple(cls.from_json(p) for p in d.get("parts", ()))
-        return cls(**d)
-
-
-def skipped(reason: str) -> Verdict:
-    return Verdict(Outcome.SKIPPED, reason, rule="-")
-
-
-def errored(reason: str) -> Verdict:
-    return Verdict(Outcome.ERROR, reason, rule="-")
-
-
 def evaluate(frame: pd.DataFrame, rule_name: str, params: Mapping[str, Any]) -> Verdict:
     """Run the registered rule `rule_name` on `frame`, then check that a REFUTED could have shown the effect.
 
     The keys every rule takes (``requires``, ``smallest_effect``, ``smallest_effect_source``, ``training_runs``; see
-    :data:`bench.core.registry.COMMON_RULE_PARAMS`) are handled here and by :func:`_decide`, not by the rule."""
+    :data:`bench.ground.registry.COMMON_RULE_PARAMS`) are handled here and by :func:`_decide`, not by the rule."""
     import inspect
 
-    from bench.core import registry
+    from bench.ground import registry
     from bench.stats import sensitivity
 
     info = registry.rule(rule_name)
@@ -141,16 +90,21 @@ def evaluate_parts(frame: pd.DataFrame, of: list[dict[str, Any]], alpha: float) 
     return parts
 
 
-def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict:
-    outcomes = [p.outcome for p in parts]
+def conjunction(outcomes: list[Outcome] | tuple[Outcome, ...]) -> Outcome:
+    """The one policy of every rule whose claim holds only when all of its parts hold ("all of", "beats every
+    baseline"): ERROR when a part failed; SUPPORTED when every part is; REFUTED when any part is (a conjunction
+    with one false part is false, and that part's REFUTED already carries its sensitivity); else INCONCLUSIVE."""
     if Outcome.ERROR in outcomes:
-        outcome = Outcome.ERROR
-    elif Outcome.REFUTED in outcomes:
-        outcome = Outcome.REFUTED
-    elif all(o is Outcome.SUPPORTED for o in outcomes):
-        outcome = Outcome.SUPPORTED
-    else:
-        outcome = Outcome.INCONCLUSIVE
+        return Outcome.ERROR
+    if outcomes and all(o is Outcome.SUPPORTED for o in outcomes):
+        return Outcome.SUPPORTED
+    if Outcome.REFUTED in outcomes:
+        return Outcome.REFUTED
+    return Outcome.INCONCLUSIVE
+
+
+def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict:
+    outcome = conjunction([p.outcome for p in parts])
     if outcome is Outcome.SUPPORTED:
         reason = f"all {len(parts)} conditions hold"
     else:
@@ -166,7 +120,7 @@ def combine(parts: list[Verdict] | tuple[Verdict, ...], alpha: float) -> Verdict
 def adjust(verdicts: list[Verdict], unseen: int = 0) -> list[Verdict]:
     """BH-adjust every p-value of one family (parts included) and re-decide SUPPORTED verdicts on the adjusted p.
 
-    The family is fixed by the caller (one spec set × model, :func:`bench.core.run.adjust_by_family`), so the
+    The family is fixed by the caller (one spec set × model, :func:`bench.spine.run.adjust_by_family`), so the
     same cell gets the same adjusted p whichever subset of runs contains its whole family.  `unseen` counts the
     family's p-values that this run did not compute (members not run): they enter as p = 1, which can only raise
     the adjusted p of the others (BH is monotone in every p-value), so a partial run errs on the safe side.
@@ -354,9 +308,3 @@ def _missing(frame: pd.DataFrame, rule: str, metric: str, where: Mapping[str, An
 
 def _label(sel: Mapping[str, Any]) -> str:
     return ",".join(f"{v}" for k, v in sel.items()) if sel else "all"
-
-
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import exact
 from bench.stats.control import Arm, arm_def
 from bench.stats import (
@@ -29,9 +29,10 @@ from bench.stats import (
     combine,
     evaluate_parts,
 )
+from bench.stats import words
 
 
-@rule_def("threshold")
+@rule_def("threshold", sentence=words.threshold)
 def threshold(
     frame: pd.DataFrame,
     *,
@@ -104,7 +105,7 @@ def _t_test(values: np.ndarray, bound: float, side: int, confidence: float) -> t
     return float(res.pvalue), float(ci.low), float(ci.high)
 
 
-@rule_def("paired_difference")
+@rule_def("paired_difference", sentence=words.paired_difference)
 def paired_difference(
     frame: pd.DataFrame,
     *,
@@ -173,7 +174,7 @@ def paired_difference(
                    effect=dz, effect_name="Cohen's d_z", unit=unit)
 
 
-@rule_def("exceeds_baseline")
+@rule_def("exceeds_baseline", sentence=words.exceeds_baseline)
 def exceeds_baseline(
     frame: pd.DataFrame,
     *,
@@ -214,7 +215,7 @@ def exceeds_baseline(
                    effect_name="z vs baseline", threshold=label, alpha=alpha, sensitivity=sens)
 
 
-@rule_def("all", nested="of")
+@rule_def("all", nested="of", sentence=words.all_of)
 def all_of(frame: pd.DataFrame, *, of: list[dict[str, Any]], alpha: float = 0.05) -> Verdict:
     """Every sub-rule in `of` must hold.  REFUTED if any is refuted; the headline numbers are the first part's."""
     return combine(evaluate_parts(frame, of, alpha), alpha)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import exact
 from bench.stats import (
     Outcome,
@@ -36,6 +36,7 @@ from bench.stats import (
 )
 from bench.stats.correlations import _corr, _paired, _unit_boot, _weighted_boot, weighted_pearson  # noqa: F401
 from bench.stats.groups import SEED, _delta_of, _pair_sums, _weights, cliffs_delta, majority  # noqa: F401
+from bench.stats import words
 
 _majority = majority
 
@@ -50,7 +51,7 @@ def _spearman_rows(m: np.ndarray, levels: np.ndarray) -> np.ndarray:
     return (rm @ rl) / np.sqrt((rm * rm).sum(axis=-1) * (rl @ rl))
 
 
-@rule_def("trend")
+@rule_def("trend", sentence=words.trend)
 def trend(
     frame: pd.DataFrame, *, metric: str, min: float | None = None, max: float | None = None, over: str = "layer",
     where: dict[str, Any] = {}, unit: str = "sample", min_n: int = 5,  # noqa: B006
@@ -76,7 +77,7 @@ def trend(
                    effect_name="Spearman ρ", unit=unit)
 
 
-@rule_def("layer_majority", band=True)
+@rule_def("layer_majority", band=True, sentence=words.layer_majority)
 def layer_majority(
     frame: pd.DataFrame, *, metric: str, min: float | None = None, max: float | None = None, over: str = "layer",
     where: dict[str, Any] = {}, unit: str = "sample", min_n: int = 5,  # noqa: B006
@@ -120,7 +121,7 @@ def check_skips(skip_first: int, skip_last: int, n: int, over: str = "layer") ->
                          f"{n} {over}s")
 
 
-@rule_def("layer_summary")
+@rule_def("layer_summary", sentence=words.layer_summary)
 def layer_summary(
     frame: pd.DataFrame, *, metric: str, reduce: Literal["median", "min", "max", "mean"] = "median",
     min: float | None = None, max: float | None = None, over: str = "layer", skip_first: int = 0,
@@ -170,7 +171,7 @@ def paired_accuracy(frame: pd.DataFrame, rule: str, a: dict[str, Any], b: dict[s
     return v, m, n10, n01
 
 
-@rule_def("accuracy_drop")
+@rule_def("accuracy_drop", sentence=words.accuracy_drop)
 def accuracy_drop(
     frame: pd.DataFrame, *, a: dict[str, Any], b: dict[str, Any], min: float = 0.0, unit: str = "sample",
     min_n: int = 10, alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000,
@@ -204,7 +205,7 @@ def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power:
     return pw, need
 
 
-@rule_def("gated", nested="of")
+@rule_def("gated", nested="of", sentence=words.gated)
 def gated(frame: pd.DataFrame, *, of: list[dict[str, Any]], alpha: float = 0.05) -> Verdict:
     """Every rule of `of` but the last is a precondition; the last one decides the claim.  A precondition
     that is not SUPPORTED makes the verdict INCONCLUSIVE with its reason (no p-value: nothing was tested)."""

@@ -68,7 +68,7 @@ def arm_def(rule: str) -> Callable[[ArmFn], ArmFn]:
 
 
 def supports(rule: str) -> bool:
-    from bench.core import registry
+    from bench.ground import registry
 
     registry.rule(rule)  # imports every family's rules (and so their arms)
     return rule in ARMS

@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import Outcome, Verdict, _boot_p, _decide, _label, _missing, _select, expanded_confidence, unit_note
 from bench.stats.groups import SEED, _weights
+from bench.stats import words
 
 
 def _paired(frame: pd.DataFrame, x: dict, y: dict, key: list[str]) -> pd.DataFrame:
@@ -73,7 +74,7 @@ def _unit_boot(units: np.ndarray, stat, n_resamples: int, confidence: float):
     return float(res.confidence_interval.low), float(res.confidence_interval.high), dist
 
 
-@rule_def("correlation")
+@rule_def("correlation", sentence=words.correlation)
 def correlation(
     frame: pd.DataFrame, *, x: dict[str, Any], y: dict[str, Any], key: list[str] = ["sample", "position"],  # noqa: B006
     method: Literal["pearson", "spearman"] = "pearson", min: float = 0.0, given: dict[str, Any] | None = None,
@@ -124,7 +125,7 @@ def correlation(
     return Verdict(**{**v.__dict__, "reason": v.reason + f" ({unit_note(unit, U)}; {n} tokens{extra})"})
 
 
-@rule_def("correlation_difference")
+@rule_def("correlation_difference", sentence=words.correlation_difference)
 def correlation_difference(
     frame: pd.DataFrame, *, x: dict[str, Any], y: dict[str, Any], subjects: list[str] = ["base", "instruct"],  # noqa: B006
     key: list[str] = ["sample", "position"], min_abs: float = 0.2, unit: str = "sample",  # noqa: B006

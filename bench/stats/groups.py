@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import exact
 from bench.stats import (
     CALIBRATED_MIN_N,
@@ -31,6 +31,7 @@ from bench.stats import (
     expanded_confidence,
     unit_note,
 )
+from bench.stats import words
 
 SEED = 12345
 
@@ -73,7 +74,7 @@ def _delta_of(W: np.ndarray, S: np.ndarray, na: np.ndarray, nb: np.ndarray) -> n
         return num / den
 
 
-@rule_def("group_comparison")
+@rule_def("group_comparison", sentence=words.group_comparison)
 def group_comparison(
     frame: pd.DataFrame, *, metric: str, a: list[str], b: list[str], column: str = "cls",
     side: Literal["less", "greater"] = "less", delta: float = 0.0, over: str | None = None,

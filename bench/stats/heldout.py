@@ -14,14 +14,15 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from bench.core.registry import rule_def
+from bench.ground.registry import rule_def
 from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _bound, _decide, _missing, _select
 from bench.stats.comparisons import check_skips
+from bench.stats import words
 
 REDUCERS = {"median": np.median, "min": np.min, "max": np.max, "mean": np.mean}
 
 
-@rule_def("crossfit_summary")
+@rule_def("crossfit_summary", sentence=words.crossfit_summary)
 def crossfit_summary(
     frame: pd.DataFrame, *, resid: str, total: str, reduce: Literal["median", "min", "max", "mean"] = "median",
     min: float | None = None, max: float | None = None, over: str = "layer", skip_first: int = 0,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.core import registry
-from bench.core.schemas import SampleMetrics
+from bench.ground import registry
+from bench.ground.schemas import SampleMetrics
 
 
 def sudden_death(ctx, *, tally: str = "", deaths: int = 0, n: int = 8) -> pd.DataFrame:

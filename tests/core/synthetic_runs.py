@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bench import stats
-from bench.core.store import RunWriter
+from bench.ground.store import RunWriter
 
 
 def frame(values, metric: str = "m") -> pd.DataFrame:

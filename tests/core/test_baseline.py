@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.core import baseline as bl
-from bench.core.store import load_record
+from bench.spine import baseline as bl
+from bench.ground.store import load_record
 from tests.core.synthetic_runs import make_run
 
 N = 40

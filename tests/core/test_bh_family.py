@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.core import plan
-from bench.core.run import adjust_by_family
-from bench.core.spec import load_specs
+from bench.spine import plan
+from bench.spine.run import adjust_by_family
+from bench.ground.spec import load_specs
 from bench.stats import Outcome, Verdict
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"

@@ -153,7 +153,7 @@ def test_corrupt_cache_entry_is_recomputed(cli, circuit_specs, tiny_model_dir, c
 
 
 def test_interrupted_run_resumes_from_cache(cli, circuit_specs, tiny_model_dir, chdir_tmp, monkeypatch):
-    from bench.core import registry
+    from bench.ground import registry
 
     info = registry.probe("norm_folding")
 
@@ -198,6 +198,6 @@ def test_library_deprecation_warnings_stay_out_of_a_quiet_run():
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         _quiet_libraries(True)
-        for module in ("transformers.modeling_utils", "peft.peft_model", "bench.core.run"):
+        for module in ("transformers.modeling_utils", "peft.peft_model", "bench.spine.run"):
             warnings.warn_explicit("old API", FutureWarning, "x.py", 1, module=module)
     assert [str(w.message) for w in seen] == ["old API"]  # only bench's own warning is shown

@@ -77,12 +77,12 @@ def test_companion_is_loaded_by_the_run_and_keyed_by_its_fingerprint(cli, pair_s
 
 
 def test_an_undeclared_companion_is_refused():
-    from bench.core.context import ProbeContext
-    from bench.core.errors import BenchError, ModelError
+    from bench.ground.context import ProbeContext
+    from bench.ground.errors import BenchError, ModelError
 
     with pytest.raises(ModelError, match="no companion models"):
         ProbeContext(model=None, seed=0).companion("other")
-    from bench.core.cells import ModelCells
+    from bench.spine.cells import ModelCells
 
     cells = ModelCells.__new__(ModelCells)
     cells.companion_models = {}

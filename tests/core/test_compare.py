@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.core.compare import compare_runs, decision_metric, paired_difference
+from bench.spine.compare import compare_runs, decision_metric, paired_difference
 
 
 def frame(values: np.ndarray, samples: np.ndarray, positions: np.ndarray | None = None,
@@ -71,7 +71,7 @@ def _run(tmp_path, name: str, model: str, claims: dict[str, pd.DataFrame]) -> tu
         f.to_parquet(d / rel)
         cells.append({"spec": {"id": claim, "verdict": {"metric": "m"}}, "model": model, "frame": rel,
                       "verdict": {"outcome": "SUPPORTED"}})
-    from bench.core.store import RECORD_FORMAT
+    from bench.ground.store import RECORD_FORMAT
 
     rec = {"format": RECORD_FORMAT, "run_id": name, "status": "complete", "device": {"type": "cpu"}, "cells": cells}
     (d / "record.json").write_text(json.dumps(rec))

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.core import run, spec
+from bench.spine import run
+from bench.ground import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the workers import the fault probe as tests.core.executor_faults
@@ -49,7 +50,7 @@ def test_local_executor_name_in_record(tmp_path, tiny_model_dir, specs_dir, one_
 
 
 def test_bench_without_ray_never_imports_it(tmp_path, tiny_model_dir, specs_dir):
-    code = ("import sys; from pathlib import Path; from bench.core import run, spec; "
+    code = ("import sys; from pathlib import Path; from bench.spine import run; from bench.ground import spec; "
             f"s = [spec.load_spec(Path({str(specs_dir / 'circuits' / 'norm-folding-is-exact.toml')!r}))]; "
             f"run.execute(s, run.Options(models=({str(tiny_model_dir)!r},), runs_dir=Path({str(tmp_path)!r}))); "
             "assert 'ray' not in sys.modules, 'ray was imported'")
@@ -61,8 +62,8 @@ def test_bench_without_ray_never_imports_it(tmp_path, tiny_model_dir, specs_dir)
 
 
 def test_unknown_executor_and_address_without_ray_are_usage_errors():
-    from bench.core import executors
-    from bench.core.errors import UsageError
+    from bench.spine import executors
+    from bench.ground.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown executor"):
         executors.make("dask")
@@ -114,3 +115,22 @@ def test_a_killed_worker_is_retried_then_error_and_the_rest_finishes(tmp_path, r
     assert len(list((tmp_path / "tally" / "always-dies").iterdir())) == 2  # bounded: one retry
     frame = pd.read_parquet(res.run_dir / by_id["faults.dies-once"]["frame"])
     assert frame["value"].tolist() == pytest.approx([0.9 + 0.02 * ((i % 3) - 1) for i in range(8)])
+
+
+def test_ray_resources_read_the_device_and_dtype_the_run_resolved(monkeypatch):
+    """The cluster's request comes from the job's resolved device (``cuda:N`` is a GPU too) and dtype (half
+    precision halves the weights' bytes), with known numbers: 10 GiB of weights on an 80 GiB GPU."""
+    pytest.importorskip("ray")
+    from bench import models
+    from bench.spine.executors import Job, cluster
+
+    gib = cluster.GiB
+    monkeypatch.setattr(models, "weight_bytes", lambda ref: 10 * gib)
+    monkeypatch.setattr(cluster, "_gpu_memory", lambda: 80 * gib)
+    monkeypatch.setattr(cluster.ray, "nodes", lambda: [])
+    half = cluster._resources("m", Job({"m": object()}, "cuda:1", "bfloat16"), 2)
+    assert half["num_gpus"] == 0.125  # (5 + 0.5) GiB × 1.2 / 80 GiB = 0.0825 → one eighth of a GPU
+    full = cluster._resources("m", Job({"m": object()}, "cuda:1", "float32"), 2)
+    assert full["num_gpus"] == 0.25  # (10 + 0.5) × 1.2 / 80 = 0.1575 → two eighths
+    cpu = cluster._resources("m", Job({"m": object()}, "cpu", "float32"), 2)
+    assert "num_gpus" not in cpu and cpu["memory"] == int(10.5 * gib * 1.5)

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from bench.core import registry, validate
-from bench.core.errors import SpecError
-from bench.core.spec import check_spec, load_specs
+from bench.ground import registry, validate
+from bench.ground.errors import SpecError
+from bench.ground.spec import load_specs
+from bench.spine.checks import check_spec
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 LIMIT_S = 10.0  # a hang, not a slow machine: the slowest mutant takes ~0.15 s alone, ~2.5 s on a loaded 2-core box

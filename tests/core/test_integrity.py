@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.core import integrity
-from bench.core.integrity import TamperedError
-from bench.core.store import load_record
+from bench.ground import integrity
+from bench.ground.integrity import TamperedError
+from bench.ground.store import load_record
 from tests.core.synthetic_runs import make_run
 
 RNG = np.random.default_rng(0)

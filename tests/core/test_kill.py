@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.store import sha256_bytes
+from bench.ground.store import sha256_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ("induction-heads-exist.toml", "norm-folding-is-exact.toml")
@@ -42,7 +42,7 @@ if point == "load":
         return real_load(*a, **k)
     m.load = load
 elif point == "probe":
-    import bench.core.context as r
+    import bench.ground.context as r
     real_ctx = r.ProbeContext
     def ctx(*a, **k):
         c = real_ctx(*a, **k)
@@ -57,7 +57,7 @@ elif point == "cache_write":  # the temp file is written and synced, the rename 
         return real_replace(src, dst)
     os.replace = replace
 elif point == "record":
-    from bench.core import store
+    from bench.ground import store
     real_flush = store.RunWriter.flush
     def flush(self):
         maybe_die()
@@ -184,11 +184,11 @@ def test_two_runs_at_once_compute_each_cell_once(work, tmp_path):
 
 
 def test_lock_timeout_names_the_holder(tmp_path):
-    from bench.core.errors import StoreError
-    from bench.core.store import Cache
+    from bench.ground.errors import StoreError
+    from bench.ground.store import Cache
 
     cache = Cache(tmp_path)
-    code = ("import sys, time; sys.path.insert(0, %r); from bench.core.store import Cache; "
+    code = ("import sys, time; sys.path.insert(0, %r); from bench.ground.store import Cache; "
             "c = Cache(%r); cm = c.computing('k' * 64); cm.__enter__(); print('held', flush=True); time.sleep(60)"
             % (str(ROOT), str(tmp_path)))
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

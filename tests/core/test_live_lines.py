@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from bench import stats
-from bench.core.ui import live_numbers, live_word
+from bench.cli.ui import live_numbers, live_word
 from bench.stats import Outcome, Verdict
 
 SPECS = ("induction-heads-exist.toml", "k-composition.toml", "norm-folding-is-exact.toml")

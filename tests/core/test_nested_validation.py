@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import registry
-from bench.core.errors import SpecError
-from bench.core.spec import check_spec, load_spec
+from bench.ground import registry
+from bench.ground.errors import SpecError
+from bench.ground.spec import load_spec
+from bench.spine.checks import check_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 INDUCTION = (ROOT / "specs" / "circuits" / "induction-heads-exist.toml").read_text()

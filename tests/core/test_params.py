@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.core import params, registry
+from bench.ground import params, registry
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import OUTPUT_OPTIONS, audit, verify
-from bench.core import replay, run
+from bench.spine import replay, run
 
 # Parameters of the two commands that are not run options: what to run and how much to print.
 WHAT_TO_RUN = {"paths", "models_", "model", "quiet", "verbose"}
@@ -50,7 +50,7 @@ def test_every_run_option_is_in_the_settings_or_declared_neutral():
 
 
 def test_the_replay_key_holds_every_setting(circuit_specs, tiny_model_dir):
-    from bench.core.spec import load_specs
+    from bench.ground.spec import load_specs
 
     specs = load_specs([circuit_specs])
     base = run.Options(models=(str(tiny_model_dir),))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.errors import SpecError
-from bench.core.spec import check_spec, load_spec, load_specs
+from bench.ground.errors import SpecError
+from bench.ground.spec import load_spec, load_specs
+from bench.spine.checks import check_spec
 
 GOOD = textwrap.dedent('''\
     id = "demo.good-claim"

@@ -8,9 +8,9 @@ import os
 import pandas as pd
 import pytest
 
-from bench.core.errors import StoreError, UsageError
-from bench.core.schemas import SampleMetrics, validate
-from bench.core.store import Cache, RunWriter, find_run, key_of, load_record
+from bench.ground.errors import StoreError, UsageError
+from bench.ground.schemas import SampleMetrics, validate
+from bench.ground.store import Cache, RunWriter, find_run, key_of, load_record
 
 
 def frame() -> pd.DataFrame:
@@ -114,7 +114,7 @@ def test_bad_records(tmp_path):
 def test_written_files_are_readable_by_others(tmp_path):
     import stat
 
-    from bench.core.store import _UMASK, atomic_write_bytes
+    from bench.ground.store import _UMASK, atomic_write_bytes
 
     p = tmp_path / "f.json"
     atomic_write_bytes(p, b"{}")

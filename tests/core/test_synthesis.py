@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.core.synthesis import synthesise, threshold_side
+from bench.spine.synthesis import synthesise, threshold_side
 
 Z = 1.959963984540054  # a 95% normal interval is estimate ± Z · SE
 

@@ -9,8 +9,8 @@ import sys
 import pandas as pd
 from filelock import FileLock
 
-from bench.core import upkeep
-from bench.core.store import Cache, RunWriter
+from bench.spine import upkeep
+from bench.ground.store import Cache, RunWriter
 
 
 def _dead_pid() -> int:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import registry, validate
-from bench.core.errors import SpecError, StoreError
-from bench.core.spec import check_spec, load_spec, load_specs
+from bench.ground import registry, validate
+from bench.ground.errors import SpecError, StoreError
+from bench.ground.spec import load_spec, load_specs
+from bench.spine.checks import check_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = (ROOT / "specs" / "circuits" / "induction-heads-exist.toml").read_text()
@@ -86,7 +87,8 @@ def test_missing_corpus_file_fails_at_validation(tmp_path):
 
 
 def test_text_corpus_file_must_exist(tmp_path):
-    from bench.core.spec import Spec, _check_corpora, freeze
+    from bench.ground.spec import Spec, freeze
+    from bench.spine.checks import _check_corpora
 
     spec = load_spec(spec_file(tmp_path, BASE))
     bad = Spec(**{**spec.__dict__, "data": freeze({**spec.data, "corpus": f"text:{tmp_path}/missing.txt"})})
@@ -181,7 +183,7 @@ def test_annotated_aliases_carry_their_range():
 
 
 def test_damaged_record_is_a_store_error(tmp_path):
-    from bench.core.store import load_record
+    from bench.ground.store import load_record
 
     run = tmp_path / "r"
     run.mkdir()

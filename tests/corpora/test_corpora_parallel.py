@@ -82,7 +82,7 @@ def test_split_is_seeded_disjoint_and_paired(locales):
 
 
 def test_unknown_language_is_a_spec_error(locales):
-    from bench.core.errors import SpecError
+    from bench.ground.errors import SpecError
 
     with pytest.raises(SpecError, match="no gettext catalogs for 'xx'"):
         parallel.load_parallel("gettext:en,xx")

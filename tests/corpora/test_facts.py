@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.core.errors import SpecError
+from bench.ground.errors import SpecError
 from bench.corpora import facts as F
 
 

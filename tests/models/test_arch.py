@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import transformers as tf
 from torch import nn
 
-from bench.core.errors import ArchError
+from bench.ground.errors import ArchError
 from bench.models import arch as A
 from bench.models.heads import head_weights
 

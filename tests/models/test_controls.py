@@ -38,7 +38,8 @@ def test_control_has_the_config_and_tokenizer_but_not_the_weights(tmp_path, tiny
 
 
 def test_plan_adds_one_control_cell_per_model(specs_dir):
-    from bench.core import plan, spec
+    from bench.spine import plan
+    from bench.ground import spec
 
     s = spec.load_spec(specs_dir / "circuits" / "induction-heads-exist.toml")
     cells = plan.build([s], ("a", "b"), "smoke", (0,), control="random-init")
@@ -62,8 +63,8 @@ def test_flag_only_when_the_control_supports_the_claim():
 
 
 def test_control_holds_is_read_from_the_spec(tmp_path, specs_dir):
-    from bench.core.errors import SpecError
-    from bench.core.spec import load_spec
+    from bench.ground.errors import SpecError
+    from bench.ground.spec import load_spec
 
     text = (specs_dir / "circuits" / "norm-folding-is-exact.toml").read_text()
     assert load_spec(specs_dir / "circuits" / "norm-folding-is-exact.toml").describe()["control_holds"]

@@ -72,7 +72,7 @@ def test_hooks_are_removed_when_forward_raises():
 
 
 def test_unknown_site_is_an_arch_error():
-    from bench.core.errors import ArchError
+    from bench.ground.errors import ArchError
 
     with pytest.raises(ArchError, match="no module at 'model.nope'"):
         with hooks.capture(build_tiny("llama"), ["model.nope"]):

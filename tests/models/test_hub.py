@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bench import models
-from bench.core.errors import ModelError, UsageError
+from bench.ground.errors import ModelError, UsageError
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40
@@ -88,7 +88,7 @@ def test_suggestion_comes_first():
 
 
 def test_display_names(tiny_model_dir, tmp_path):
-    from bench.core.run import display_names
+    from bench.spine.run import display_names
 
     assert models.resolve(str(tiny_model_dir)).display == tiny_model_dir.name
     gguf = models.ModelRef("x/y/model-q4.gguf", "gguf", "/x/y/model-q4.gguf")
@@ -108,7 +108,7 @@ def test_dtype_option(tiny_model_dir):
 
 
 def test_device_option():
-    from bench.core.run import resolve_device
+    from bench.spine.run import resolve_device
 
     assert resolve_device("cpu") == "cpu"
     assert resolve_device("auto") in ("cpu", "cuda", "mps")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench import models
-from bench.core.errors import ModelError
+from bench.ground.errors import ModelError
 
 
 def test_unknown_name_says_what_was_tried():

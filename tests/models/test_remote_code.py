@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bench import models
-from bench.core.errors import ModelError
+from bench.ground.errors import ModelError
 
 EVIL = '''
 import pathlib

@@ -178,7 +178,7 @@ def test_report_in_headless_chromium(rendered, tmp_path):
 
 def test_latin_cyrillic_chinese_japanese_render_in_pdf(tmp_path):
     """The report font stack covers these scripts: the text survives into the PDF with a Noto font embedded."""
-    from bench.core.resources import templates_dir
+    from bench.ground.resources import templates_dir
 
     sample = "Grüße · Привет мир · 语言神经元 · 言語ニューロン"
     css = (templates_dir() / "report.css").read_text()

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bench.core import results
+from bench.spine import results
 from bench.stats import Outcome, Verdict, _decide, adjust, evaluate, sensitivity
 from bench.stats.exact import paired
 

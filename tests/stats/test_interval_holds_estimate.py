@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.core import registry
+from bench.ground import registry
 from bench.stats import Verdict, evaluate
 
 COLS = ["method", "set_lang", "language", "layer", "head", "sample", "metric", "value"]

@@ -123,6 +123,16 @@ def test_all_combines_parts():
     assert v.outcome is Outcome.REFUTED and "m:" in v.reason
 
 
+def test_one_conjunction_policy_for_every_multi_part_rule():
+    from bench.stats import conjunction
+
+    S, R, I, E = Outcome.SUPPORTED, Outcome.REFUTED, Outcome.INCONCLUSIVE, Outcome.ERROR
+    assert conjunction([S, S]) is S
+    assert conjunction([S, R]) is R and conjunction([I, R]) is R  # one false part makes the conjunction false
+    assert conjunction([S, I]) is I and conjunction([]) is I
+    assert conjunction([R, E]) is E
+
+
 def test_bh_adjustment_matches_scipy_and_downgrades():
     ps = [0.001, 0.02, 0.03, 0.04]
     vs = [Verdict(Outcome.SUPPORTED, "x", "threshold", "m", 1.0, p_value=p) for p in ps]

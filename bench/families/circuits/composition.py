@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.core.registry import probe_def
+from bench.ground.registry import probe_def
 from bench.families.circuits.lm import Repeats, mean_head_matrix
 from bench.families.circuits.schemas import Composition
 from bench.models import arch as arch_mod

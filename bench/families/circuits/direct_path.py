@@ -22,7 +22,7 @@ import torch
 from scipy import stats
 
 from bench import corpora
-from bench.core.registry import probe_def
+from bench.ground.registry import probe_def
 from bench.families.circuits.schemas import DirectPath
 from bench.models import arch as arch_mod
 from bench.models.logits import logit_cap, softcap

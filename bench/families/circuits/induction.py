@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.core.registry import probe_def
+from bench.ground.registry import probe_def
 from bench.families.circuits.lm import Repeats
 from bench.families.circuits.schemas import HeadScores
 

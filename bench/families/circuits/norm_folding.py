@@ -13,8 +13,8 @@ import pandas as pd
 import torch
 
 from bench import corpora
-from bench.core.registry import probe_def
-from bench.core.schemas import SampleMetrics
+from bench.ground.registry import probe_def
+from bench.ground.schemas import SampleMetrics
 from bench.models import folding
 
 METRICS = ("rel_logit_diff", "abs_logit_diff", "argmax_agreement", "norms_folded", "norms_left")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from bench.core.registry import probe_def
+from bench.ground.registry import probe_def
 from bench.families.circuits import toy
 from bench.families.circuits.lm import Repeats, head_rows, sample_rows
 from bench.families.circuits.schemas import ToyHeadScores

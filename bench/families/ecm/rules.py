@@ -11,12 +11,17 @@ from typing import Any
 
 import pandas as pd
 
-from bench.core.registry import rule_def
+from bench.stats.words import accuracy_drop
+from bench.ground.registry import rule_def
 from bench.stats import Verdict, _label
 from bench.stats.comparisons import paired_accuracy
 
 
-@rule_def("mcnemar_gain")
+def _say_mcnemar_gain(p):
+    return accuracy_drop(p, unit="item")
+
+
+@rule_def("mcnemar_gain", sentence=_say_mcnemar_gain)
 def mcnemar_gain(
     frame: pd.DataFrame, *, a: dict[str, Any], b: dict[str, Any], min: float = 0.0, unit: str = "item",
     min_n: int = 10, alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from bench.report.charts import HEIGHT, WIDTH, chart_def
+from bench.ground.charts import HEIGHT, WIDTH, chart_def
 
 ORDER = ["base", "initial", "sft", "rl", "base_rl"]
 SPLIT_NAMES = {"id": "in distribution (J/Q/K = 10)", "ood": "out of distribution (11/12/13)"}

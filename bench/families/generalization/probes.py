@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.core.errors import BenchError
-from bench.core.registry import probe_def
+from bench.ground.errors import BenchError
+from bench.ground.registry import probe_def
 from bench.families.generalization import tasks
 from bench.families.generalization.schemas import StageScores
 from bench.families.generalization.train_loop import (

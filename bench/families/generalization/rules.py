@@ -7,11 +7,17 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-from bench.core.registry import rule_def
+from bench.ground.prose import alpha_text, where_clause
+from bench.ground.registry import rule_def
 from bench.stats import Outcome, Verdict, _label, _missing, _select, sensitivity
 
 
-@rule_def("accuracy_floor")
+def _say_accuracy_floor(p):
+    return (f"the share of correct `{p.get('metric', 'correct')}` items{where_clause(p)} is > {p['min']:g} (one-sided "
+            f"exact binomial test, {alpha_text(p)}; Clopper–Pearson interval)")
+
+
+@rule_def("accuracy_floor", sentence=_say_accuracy_floor)
 def accuracy_floor(frame: pd.DataFrame, *, min: float, metric: str = "correct",
                    where: dict[str, Any] = {},  # noqa: B006 (never mutated)
                    min_n: int = 10, alpha: float = 0.05) -> Verdict:
@@ -23,7 +29,12 @@ def accuracy_floor(frame: pd.DataFrame, *, min: float, metric: str = "correct",
     return _share_vs_bound(frame, "accuracy_floor", metric, where, min, +1, min_n, alpha)
 
 
-@rule_def("accuracy_ceiling")
+def _say_accuracy_ceiling(p):
+    return (f"the share of `{p.get('metric', 'format_ok')}` items{where_clause(p)} is < {p['max']:g} (one-sided exact "
+            f"binomial test, {alpha_text(p)}; Clopper–Pearson interval)")
+
+
+@rule_def("accuracy_ceiling", sentence=_say_accuracy_ceiling)
 def accuracy_ceiling(frame: pd.DataFrame, *, max: float, metric: str = "format_ok",
                      where: dict[str, Any] = {},  # noqa: B006 (never mutated)
                      min_n: int = 10, alpha: float = 0.05) -> Verdict:

@@ -6,7 +6,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from bench.core.schemas import Tidy
+from bench.ground.schemas import Tidy
 
 STAGES = ["base", "initial", "sft", "rl", "base_rl"]
 SPLITS = ["id", "ood"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from bench.report.charts import HEIGHT, WIDTH, chart_def
+from bench.ground.charts import HEIGHT, WIDTH, chart_def
 
 _SHIFTS = ("negative_shift", "positive_shift", "reliability", "known_after")
 

@@ -27,8 +27,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from bench.core.errors import SpecError
-from bench.core.registry import probe_def
+from bench.ground.errors import SpecError
+from bench.ground.registry import probe_def
 from bench.families.knowledge import study
 from bench.families.knowledge.schemas import CONDITIONS, KnowledgeFrame
 from bench.models.train import Recipe, Targets

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from bench.report.charts import FONT, HEIGHT, WIDTH, chart_def
+from bench.ground.charts import FONT, HEIGHT, WIDTH, chart_def
 
 
 def _style(chart: alt.Chart) -> alt.Chart:

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from bench.core.registry import probe_def
+from bench.ground.registry import probe_def
 from bench.families.langneurons import shared
 from bench.families.langneurons import text as tx
 from bench.families.langneurons.schemas import LangNeurons

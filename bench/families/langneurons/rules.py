@@ -13,7 +13,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from bench.core.registry import rule_def
+from bench.families.langneurons import words
+from bench.ground.registry import rule_def
 from bench.stats import (
     CALIBRATED_MIN_N,
     Outcome,
@@ -80,7 +81,7 @@ def _none(frame, rule, metric, why) -> Verdict:
     return Verdict(Outcome.INCONCLUSIVE, why + (f" ({notes})" if notes else ""), rule, metric)
 
 
-@rule_def("diagonal_dominance")
+@rule_def("diagonal_dominance", sentence=words.diagonal_dominance)
 def diagonal_dominance(frame: pd.DataFrame, *, method: str = "lape", min_share: float = 0.8, min_n: int = 5,
                        alpha: float = 0.05, confidence: float = 0.95, n_resamples: int = 2000) -> Verdict:
     """The share of rows x whose diagonal ΔBPB exceeds every off-diagonal entry of the row is ≥ `min_share`,
@@ -123,7 +124,7 @@ def diagonal_dominance(frame: pd.DataFrame, *, method: str = "lape", min_share: 
 SELECTION_KEYS = ("method", "entries", "languages", "exclude")
 
 
-@rule_def("baseline_ratio", table_keys={"numerator": SELECTION_KEYS, "denominator": SELECTION_KEYS})
+@rule_def("baseline_ratio", table_keys={"numerator": SELECTION_KEYS, "denominator": SELECTION_KEYS}, sentence=words.baseline_ratio)
 def baseline_ratio(frame: pd.DataFrame, *, numerator: dict[str, Any], denominator: dict[str, Any],
                    min: float | None = None, max: float | None = None, min_n: int = 5, alpha: float = 0.05,
                    confidence: float = 0.95, n_resamples: int = 2000) -> Verdict:
@@ -168,7 +169,7 @@ def baseline_ratio(frame: pd.DataFrame, *, numerator: dict[str, Any], denominato
     return replace(v, estimate=float(ratio) if np.isfinite(ratio) else None, ci_low=None, ci_high=None)
 
 
-@rule_def("largest_of")
+@rule_def("largest_of", sentence=words.largest_of)
 def largest_of(frame: pd.DataFrame, *, target: str = "lape", methods: list[str] = [],  # noqa: B006
                entries: Entries = "diagonal", min_n: int = 5, alpha: float = 0.05, confidence: float = 0.95,
                n_resamples: int = 2000) -> Verdict:
@@ -207,7 +208,7 @@ def largest_of(frame: pd.DataFrame, *, target: str = "lape", methods: list[str] 
     return sensitivity.judge(v, 0.0, +1, calibrated=c.n >= CALIBRATED_MIN_N)
 
 
-@rule_def("related_exceeds_unrelated")
+@rule_def("related_exceeds_unrelated", sentence=words.related_exceeds_unrelated)
 def related_exceeds_unrelated(frame: pd.DataFrame, *, method: str = "lape",
                               groups: list[list[str]] = [],  # noqa: B006
                               min_n: int = 5, alpha: float = 0.05, confidence: float = 0.95,
@@ -253,7 +254,7 @@ def replicate_table(frame: pd.DataFrame, method: str):
     return int(full["edge_count"]), int(full["total_count"]), float(full.get("uniform_share", float("nan"))), table
 
 
-@rule_def("binomial_share")
+@rule_def("binomial_share", sentence=words.binomial_share)
 def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: float = 0.6, min_n: int = 10,
                    min_replicates: int = 10, alpha: float = 0.05, confidence: float = 0.95) -> Verdict:
     """edge_count / total_count ≥ `min_share`, with the uncertainty of the selection itself as the unit.
@@ -293,7 +294,7 @@ def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: floa
     return replace(v, reason=v.reason + extra)
 
 
-@rule_def("arg_extreme")
+@rule_def("arg_extreme", sentence=words.arg_extreme)
 def arg_extreme(frame: pd.DataFrame, *, metric: str, over: str, extreme: Literal["min", "max"] = "max",
                 where: dict[str, Any] = {},  # noqa: B006
                 expect: list[str] = [],  # noqa: B006

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.core.registry import probe_def
+from bench.ground.registry import probe_def
 from bench.families.langneurons import edit, shared, steer
 from bench.families.langneurons import text as tx
 from bench.families.langneurons.probes import SELECTION, Method, checked, frame

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-from bench.core.errors import BenchError
+from bench.ground.errors import BenchError
 
 
 def start_id(tokenizer) -> int:

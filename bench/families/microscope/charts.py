@@ -6,7 +6,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from bench.report.charts import FONT, HEIGHT, WIDTH, chart_def
+from bench.ground.charts import FONT, HEIGHT, WIDTH, chart_def
 
 # The two conventions of an estimand, as every chart labels them: the paper's formula and the authors' code.
 CONVENTIONS = {

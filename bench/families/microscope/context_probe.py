@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.core.errors import BenchError, ModelError
-from bench.core.registry import probe_def
+from bench.ground.errors import BenchError, ModelError
+from bench.ground.registry import probe_def
 from bench.corpora.tagged import SPECIAL
 from bench.families.microscope.context_metrics import control_rows, summary
 from bench.families.microscope.contextual import DecoderConfig, Pool, fit, other_text

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.core.errors import BenchError
+from bench.ground.errors import BenchError
 from bench.models import logits as logits_mod
 from bench.models.train import lora_targets
 

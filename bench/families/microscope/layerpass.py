@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from bench import corpora
-from bench.core.errors import BenchError
+from bench.ground.errors import BenchError
 from bench.corpora.tagged import SPECIAL, tagged_texts, token_classes
 from bench.families.microscope.intrinsic import anisotropy, mean_cosine_to_others
 from bench.families.microscope.linearity import (

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.core.registry import probe_def
+from bench.ground.registry import probe_def
 from bench.families.microscope.intrinsic import twonn_both
 from bench.families.microscope.layerpass import Sample, collect_states, finish, layer_pass_memo, prepare_items
 from bench.families.microscope.lens import lens_frame

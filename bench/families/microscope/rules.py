@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench.core.registry import rule_def
+from bench.ground.prose import subrules
+from bench.ground.registry import rule_def
 from bench.stats import Verdict, evaluate_parts
 
 
@@ -31,7 +32,16 @@ def shown(v: Verdict, label: str) -> str:
     return f"{label} — {v.metric}: {_num(v.estimate)}{ci} vs {v.threshold or '—'}, {alone}"
 
 
-@rule_def("beside", nested="of")
+def _say_beside(p):
+    parts = subrules(p)
+    labels = list(p.get("labels") or ["decides"] + ["beside"] * (len(parts) - 1))
+    if not parts:
+        return "no rules given"
+    shown = "; ".join(f"{label}: {s}" for label, s in zip(labels[1:], parts[1:]))
+    return f"{labels[0]}: {parts[0]} (this decides); shown beside it, deciding nothing — {shown}"
+
+
+@rule_def("beside", nested="of", sentence=_say_beside)
 def beside(frame: pd.DataFrame, *, of: list[dict[str, Any]], labels: list[str] = [],  # noqa: B006
            alpha: float = 0.05) -> Verdict:
     """The first rule of `of` decides the claim; each further rule is evaluated on the same frame and shown

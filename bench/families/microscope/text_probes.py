@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.core.errors import BenchError
-from bench.core.registry import probe_def
+from bench.ground.errors import BenchError
+from bench.ground.registry import probe_def
 from bench.corpora.tagged import questions
 from bench.families.microscope.layerpass import block_states, finish
 from bench.families.microscope.qa import CONDITIONS, capital_facts, greedy_answers, is_correct, prompt, stop_words

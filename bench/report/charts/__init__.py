@@ -1,43 +1,11 @@
-"""Charts for reports: one function per probe, registered by the probe's name, frame in, altair chart out.
-
-A chart function receives the cell's tidy frame (as validated by the probe's schema) and returns an
-``altair`` chart, or None when the frame holds nothing worth drawing.  Charts are rendered to SVG by the report
-(no JavaScript), so keep them static: no selections or tooltips that only work interactively.
-"""
+"""Charts rendered for reports: an altair chart (registered per probe in :mod:`bench.ground.charts`) as static
+SVG with ids scoped to its place in the page."""
 
 from __future__ import annotations
 
 import re
-from typing import Callable
 
-import pandas as pd
-
-from bench.core.registry import Registry
-
-FONT = "Noto Sans"  # the report's CSS uses the same family, so SVG labels measure the same
-WIDTH = 520
-HEIGHT = 220
-
-def _discover() -> None:
-    from bench.core.registry import import_families
-
-    import_families("charts")
-
-
-CHARTS: Registry[Callable[[pd.DataFrame], object]] = Registry("chart", _discover)
-
-
-def chart_def(probe: str):
-    """Register the chart of probe `probe` (in a family's ``charts.py``)."""
-
-    def wrap(fn):
-        return CHARTS.add(probe, fn)
-
-    return wrap
-
-
-def chart_for(probe: str) -> Callable[[pd.DataFrame], object] | None:
-    return CHARTS.find(probe)
+from bench.ground.charts import FONT
 
 
 def to_svg(chart, prefix: str) -> str:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
 from bench.families.circuits.lm import candidate_ids
 
 

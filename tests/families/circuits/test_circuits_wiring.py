@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
 from bench.families.circuits import attention_metrics as am
 from bench.families.circuits import composition as comp
 from bench.families.circuits import lm

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import vl_convert
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
-from bench.core.spec import load_spec
-from bench.report.charts import chart_for
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
+from bench.ground.spec import load_spec
+from bench.ground.charts import chart_for
 from bench.stats import Outcome, evaluate
 
 pytestmark = pytest.mark.embedded

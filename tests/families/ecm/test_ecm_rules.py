@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.core.spec import load_spec
+from bench.ground.spec import load_spec
 from bench.stats import Outcome, evaluate
 
 

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
 from bench.families.ecm import probes as ecm_probes
 from bench.families.ecm import tasks as gen
 

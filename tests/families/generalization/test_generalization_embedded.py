@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from bench import stats
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
-from bench.core.spec import load_spec
-from bench.core.store import Cache
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
+from bench.ground.spec import load_spec
+from bench.ground.store import Cache
 
 pytestmark = pytest.mark.embedded
 SPECS = Path(__file__).resolve().parents[3] / "specs" / "generalization"

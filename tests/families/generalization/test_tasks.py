@@ -173,7 +173,7 @@ def _blind_accuracy(cfg: tasks.TaskConfig, rule: str) -> float:
 
 
 def test_ood_split_defeats_a_rule_blind_solver_in_every_profile():
-    from bench.core.spec import load_spec
+    from bench.ground.spec import load_spec
     from pathlib import Path
 
     spec_dir = Path(__file__).resolve().parents[3] / "specs" / "generalization"

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.core import schemas
-from bench.core.context import ProbeContext
-from bench.core.store import Cache
+from bench.ground import schemas
+from bench.ground.context import ProbeContext
+from bench.ground.store import Cache
 from bench.families.generalization import probes, tasks, train_loop
 from bench.models import decoding
 from bench.families.generalization.train_loop import TrainConfig

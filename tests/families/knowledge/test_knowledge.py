@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.core.context import ProbeContext
-from bench.core.store import Cache
+from bench.ground.context import ProbeContext
+from bench.ground.store import Cache
 from bench.corpora.facts import Fact
 from bench.families.knowledge import categorise as C
 from bench.families.knowledge import probes, study
@@ -158,7 +158,7 @@ def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
     frame = probes.knowledge_shift(ctx, corpus="facts:country-capital", n_demos=8, n_pool=6, k=2, max_new=3,
                                    n_train=2, n_mix=1, unknown="fictional", conditions=["uk_only", "full_ft"],
                                    epochs=1, batch=2)
-    from bench.core.schemas import validate
+    from bench.ground.schemas import validate
     from bench.families.knowledge.schemas import KnowledgeFrame
 
     frame = validate(frame, KnowledgeFrame, probes.METRICS)

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bench import stats
-from bench.core import schemas
-from bench.core.context import ProbeContext
-from bench.core.registry import probe
-from bench.core.spec import load_spec
-from bench.core.store import Cache
+from bench.ground import schemas
+from bench.ground.context import ProbeContext
+from bench.ground.registry import probe
+from bench.ground.spec import load_spec
+from bench.ground.store import Cache
 from bench.stats import Outcome
 
 SPECS = Path(__file__).resolve().parents[3] / "specs"

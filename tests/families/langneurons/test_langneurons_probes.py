@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
-from bench.core.store import Cache
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
+from bench.ground.store import Cache
 from bench.models import arch as arch_mod
 from tests.conftest import build_tiny
 from tests.corpora.test_corpora_parallel import fake_locales
@@ -48,7 +48,7 @@ def run(ctx, name, params):
 def test_every_probe_runs_validates_and_charts(tiny_ctx):
     import vl_convert
 
-    from bench.report.charts import chart_for
+    from bench.ground.charts import chart_for
 
     for name, extra in RUNS:
         f = run(tiny_ctx, name, {**SMALL, **extra})

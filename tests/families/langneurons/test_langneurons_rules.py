@@ -168,7 +168,7 @@ def test_arg_extreme_band_with_bootstrap():
 
 
 def test_rules_are_registered_with_their_parameters():
-    from bench.core import registry
+    from bench.ground import registry
 
     for name in ("diagonal_dominance", "baseline_ratio", "largest_of", "related_exceeds_unrelated",
                  "binomial_share", "arg_extreme"):

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
 from bench.corpora.parallel import Parallel, Split
 from bench.families.langneurons import edit, shared, steer, steer_probes
 from bench.families.langneurons import text as tx
@@ -176,7 +176,7 @@ def test_steering_edits_with_the_targets_own_neurons_and_mean_activations(script
             assert _value(frame, set_lang=y, sample=i, metric="target_share_plain") == 0.0
             assert _value(frame, set_lang=y, sample=i, metric="source_share_plain") == 1.0
     assert sorted(frame["sample"].dropna().unique()) == [0, 1, 2]
-    from bench.core.spec import load_spec
+    from bench.ground.spec import load_spec
     from bench.stats import evaluate
 
     from pathlib import Path

@@ -223,9 +223,9 @@ def test_the_three_decoders_train_for_the_configured_steps_and_learn(loaded_tiny
     over the restricted vocabulary (the readouts' last layer starts at zero) and falls; the state-blind and
     layer-0 controls end below the uniform guess on the held-out tokens.  A control trained for fewer steps than
     the trained decoder (a gate between a trained and an untrained decoder) fails here."""
-    from bench.core import registry
-    from bench.core.context import ProbeContext
-    from bench.core.store import Cache
+    from bench.ground import registry
+    from bench.ground.context import ProbeContext
+    from bench.ground.store import Cache
 
     steps = 60
     info = registry.probe("contextualization")

@@ -290,7 +290,7 @@ def test_schedule_warms_up_then_decays():
 def test_chart_shows_the_training_curves_beside_the_classes():
     import vl_convert
 
-    from bench.report.charts import chart_for
+    from bench.ground.charts import chart_for
 
     rows = [(s, p, cls, m, 1.0 + 0.1 * p) for s in range(3) for p, cls in enumerate(["noun", "determiner"] * 3)
             for m in ("context_loss", "context_loss_blind", "context_loss_layer0", "context_loss_shuffled",
@@ -305,9 +305,9 @@ def test_chart_shows_the_training_curves_beside_the_classes():
 
 def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):
     """The whole probe on tagged text: every metric present, the schema holds, the spec's gated rule runs."""
-    from bench.core import registry, schemas
-    from bench.core.context import ProbeContext
-    from bench.core.store import Cache
+    from bench.ground import registry, schemas
+    from bench.ground.context import ProbeContext
+    from bench.ground.store import Cache
 
     info = registry.probe("contextualization")
     ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "frames"))
@@ -328,9 +328,9 @@ def test_probe_frame_on_a_tiny_model_validates_and_gates(loaded_tiny, tmp_path):
 def test_decoder_runs_are_separate_trainings_named_by_train_seed(loaded_tiny, tmp_path):
     """`decoder_runs = 2`: every trained number comes twice (train_seed 0 and 1, different seeds, so different
     losses), E_i once with no train_seed; a rule with `training_runs` decides on each run."""
-    from bench.core import registry, schemas
-    from bench.core.context import ProbeContext
-    from bench.core.store import Cache
+    from bench.ground import registry, schemas
+    from bench.ground.context import ProbeContext
+    from bench.ground.store import Cache
 
     info = registry.probe("contextualization")
     ctx = ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "frames"))

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from bench import models
-from bench.core import schemas
-from bench.core.context import ProbeContext
+from bench.ground import schemas
+from bench.ground.context import ProbeContext
 from bench.families.microscope.layerpass import Item, block_states, layer_pass, prepare_items
 from bench.families.microscope.lens import head_logits, lens_frame
 
@@ -128,7 +128,7 @@ def test_pass_two_reuses_kept_states_and_gives_the_same_frame(tiny_tokenizer, mo
 
 
 def _ctx(m, tmp_path) -> ProbeContext:
-    from bench.core.store import Cache
+    from bench.ground.store import Cache
 
     return ProbeContext(model=m, seed=0, cache=Cache(tmp_path / "cache"))
 
@@ -138,7 +138,7 @@ def _ctx(m, tmp_path) -> ProbeContext:
     ("logit_lens", {"n_texts": 4}), ("question_shift", {"corpus": "text:QUESTIONS", "n_texts": 4}),
 ])
 def test_probe_frames_validate(probe, params, tiny_tokenizer, tmp_path):
-    from bench.core import registry
+    from bench.ground import registry
 
     qfile = tmp_path / "q.txt"
     qfile.write_text("Where is the station tonight?\nWhy is the sky blue at noon?\nWho planted the old tree?\n"

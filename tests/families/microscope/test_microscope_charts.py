@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import vl_convert
 
-from bench.report.charts import chart_for
+from bench.ground.charts import chart_for
 
 
 def _frame() -> pd.DataFrame:

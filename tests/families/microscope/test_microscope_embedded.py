@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
-from bench.core.store import Cache
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
+from bench.ground.store import Cache
 
 pytestmark = pytest.mark.embedded
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from bench import models
-from bench.core import registry, schemas
-from bench.core.context import ProbeContext
+from bench.ground import registry, schemas
+from bench.ground.context import ProbeContext
 from bench.corpora.tagged import questions
 from bench.families.microscope import probes as mprobes
 from bench.families.microscope import text_probes

@@ -1,0 +1,47 @@
+"""What a probe receives besides its parameters: the model, the seed, the device and dtype the run resolved
+(once, for every cell: ``bench.spine.run.settings``), the cache, a progress callback, and the other models it
+declared."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bench.ground.store import Cache
+
+
+@dataclass
+class ProbeContext:
+    model: Any  # bench.models.LoadedModel, or None for probes that bring their own models
+    seed: int
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # the run's device, resolved once
+    dtype: str = "float32"  # the weights' dtype by name, resolved once by the run for its device
+    cache: Cache | None = None
+    progress: Callable[[float, str], None] = lambda fraction, message="": None
+    companions: Callable[[str], Any] | None = None  # name → loaded model, for the models the probe declares
+
+    def companion(self, name: str) -> Any:
+        """Another model this probe reads (declared with ``probe_def(companions=…)``), loaded by the run the way
+        the cell's own model is (device, dtype, pickle policy).  Raises ModelError when it cannot be loaded."""
+        if self.companions is None:
+            from bench.ground.errors import ModelError
+
+            raise ModelError(f"no companion models are available to this probe (asked for '{name}')")
+        return self.companions(name)
+
+    def generator(self, stream: int = 0) -> torch.Generator:
+        """A CPU generator seeded from the run seed; `stream` separates independent draws of one probe."""
+        return torch.Generator().manual_seed(self.seed * 1_000_003 + stream)
+
+    def rng(self, stream: int = 0) -> np.random.Generator:
+        return np.random.default_rng([self.seed, stream])
+
+    def memo(self, parts: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """A sub-result cached by `parts` (which must name everything it depends on)."""
+        if self.cache is None:
+            return compute()
+        return self.cache.memo(parts, compute)

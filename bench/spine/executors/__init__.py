@@ -1,0 +1,101 @@
+"""Executors: the plan yields cells, an executor runs them and reports events; the driver matches results to
+cells by key.
+
+An executor never decides a verdict over the whole run nor writes the record: it measures cells (cache lookup,
+model loading, probe, per-cell rule) and emits :class:`Event` values — ``start``, ``progress``, ``note``,
+``status`` (cells done / running / queued) and ``done`` (the cell's record entry, frame and raw verdict).  The
+driver (:func:`bench.spine.run.execute`) turns them into UI calls, writes the record in plan order and applies
+the Benjamini–Hochberg adjustment over the whole run, so every executor yields the same record for one seed.
+
+``local`` runs in this process (no extra dependency); ``ray`` fans model groups out over a Ray cluster and is
+imported only when asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from bench.ground.errors import UsageError
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a worker needs besides the cells: resolved refs, device and dtype, loading policy."""
+
+    refs: dict[str, Any]  # model name → ModelRef or ModelError (names typed on the command line)
+    device: str
+    dtype: str
+    allow_pickle: bool = False
+    revision: str | None = None  # hub revision for hub ids given without "@revision"
+    shown: dict[str, str] = field(default_factory=dict)  # model name → the short name records use
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "start" | "progress" | "note" | "status" | "done"
+    key: str | None = None
+    fraction: float = 0.0
+    message: str = ""
+    counts: tuple[int, int, int] = (0, 0, 0)  # done, running, queued
+    result: Any = None  # for "done": a CellResult
+    worker: str = ""  # where the cell runs (host:pid), for "start"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    key: str
+    record: dict[str, Any]
+    frame: Any  # pandas DataFrame or None
+    verdict: Any  # bench.stats.Verdict, before the run-wide adjustment
+    seconds: float
+    cached: bool
+    attempts: int = 1
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, cells: list, job: Job, emit: Callable[[Event], None]) -> None: ...
+
+
+@dataclass
+class LocalExecutor:
+    """Today's behaviour: one process, cells grouped by model, each model loaded at most once."""
+
+    name: str = field(default="local", init=False)
+
+    def run(self, cells: list, job: Job, emit: Callable[[Event], None]) -> None:
+        from bench.spine.executors.worker import ModelGroup, groups
+
+        done, total = 0, len(cells)
+        for model, group in groups(cells):
+            runner = ModelGroup(model, job, emit)
+            try:
+                for cell in group:
+                    emit(Event("status", counts=(done, 1, total - done - 1)))
+                    emit(Event("start", key=cell.key))
+                    emit(Event("done", key=cell.key, result=runner.run(cell)))
+                    done += 1
+            finally:
+                runner.release()
+        emit(Event("status", counts=(done, 0, 0)))
+
+
+def make(name: str, *, address: str | None = None, **options: Any) -> Executor:
+    """The executor called `name`; ``ray`` imports ray here, and only here."""
+    if name == "local":
+        if address:
+            raise UsageError("--ray-address needs --executor ray")
+        return LocalExecutor()
+    if name == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError("--executor ray needs Ray: pip install 'bench[ray]'") from None
+        from bench.spine.executors.cluster import RayExecutor
+
+        return RayExecutor(address=address, **options)
+    raise UsageError(f"unknown executor '{name}' (known: {', '.join(EXECUTORS)})")
