@@ -81,9 +81,13 @@ def describe(rule: str, params: Mapping[str, Any]) -> str:
              if isinstance(r, Mapping)]
     smallest = p.pop("smallest_effect", None)
     source = p.pop("smallest_effect_source", "")
+    runs = p.pop("training_runs", None)
     tail = (f"; REFUTED only if {'; and '.join(needs)}" if needs else "") + (
         f"; refutable at the smallest effect {smallest:g}" + (f" ({source})" if source else "")
         if isinstance(smallest, (int, float)) else "")
+    if isinstance(runs, str):
+        tail += (f"; decided on every training run (`{runs}`): SUPPORTED only if each run supports it, REFUTED only "
+                 f"if each refutes it")
     return _sentence(rule, p) + tail
 
 

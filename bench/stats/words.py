@@ -46,8 +46,9 @@ def group_comparison(p):
     delta = p.get("delta", 0.0)
     col = p.get("column", "cls")
     core = (f"`{p['metric']}`{where_clause(p)} for {col} {value(p['a'])} lies {side} that for {value(p['b'])}: "
-            f"Cliff's δ beyond {delta:g}, one-sided Mann–Whitney p < {p.get('alpha', 0.05):g}, bootstrap interval "
-            f"of δ over {p.get('unit', 'sample')}s excluding 0")
+            f"Cliff's δ beyond {delta:g}, its one-sided p < {p.get('alpha', 0.05):g} and its interval excluding 0, "
+            f"both from a bootstrap over whole {p.get('unit', 'sample')}s (Boschloo's exact test when each "
+            f"{p.get('unit', 'sample')} holds one 0/1 value)")
     if p.get("over"):
         core += f"; compared per {p['over']}, holding in more than half of them"
     return core

@@ -73,3 +73,10 @@ def test_bh_withdraws_a_replicated_supported_when_one_run_loses_significance():
     out = adjust([v] + others)[0]
     assert out.outcome is Outcome.INCONCLUSIVE and out.runs == 2
     assert out.p_adjusted == pytest.approx(max(p.p_adjusted for p in out.parts))
+
+
+def test_the_rule_sentence_says_it_decides_on_every_training_run():
+    from bench.ground.prose import describe
+
+    words = describe("threshold", RULE)
+    assert "decided on every training run (`train_seed`)" in words and "training_runs" not in words
