@@ -73,7 +73,7 @@ def test_validation_names_the_decide_key(tmp_path, table, words):
 
 
 def test_a_rule_without_an_arm_cannot_be_decided_against_its_control(tmp_path):
-    from bench.ground.spec import check_spec
+    from bench.spine.checks import check_spec
 
     path = write(tmp_path)
     path.write_text(path.read_text().replace('reduce = "max_group_mean"', 'reduce = "max"'), encoding="utf-8")
