@@ -72,6 +72,8 @@ def decide(frame: pd.DataFrame, column: str, evaluate_one: Callable[[pd.DataFram
     elif all(o is Outcome.REFUTED for o in outcomes):
         outcome, why = Outcome.REFUTED, f"fails in every one of {units}: {each}"
         sens = "; ".join(f"{lab}: {v.sensitivity}" for lab, v in zip(labels, verdicts) if v.sensitivity) or None
+    elif all(o is Outcome.INCONCLUSIVE for o in outcomes):
+        outcome, why = Outcome.INCONCLUSIVE, f"undecided in every one of {units}: {each}"
     else:
         outcome, why = Outcome.INCONCLUSIVE, f"the {units} disagree: {each}"
     return Verdict(outcome, why, head.rule, head.metric, est, lo, hi, p, None, head.n, head.effect,

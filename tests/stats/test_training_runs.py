@@ -45,6 +45,11 @@ def test_every_run_refuting_is_refuted_with_each_runs_sensitivity():
     assert v.outcome is Outcome.REFUTED and v.sensitivity and "train_seed 1" in v.sensitivity
 
 
+def test_runs_that_are_all_undecided_are_not_said_to_disagree():
+    v = evaluate(runs(0.41, 0.39, sd=0.2), "threshold", RULE)
+    assert v.outcome is Outcome.INCONCLUSIVE and "undecided in every one of 2" in v.reason
+
+
 def test_one_run_cannot_decide():
     v = evaluate(runs(0.9), "threshold", RULE)
     assert v.outcome is Outcome.INCONCLUSIVE and "one training run" in v.reason
