@@ -181,8 +181,8 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
              f"{loss['context_loss_shuffled'].mean():.3f}; training loss (first 5 → last 5 steps) {curve}; pooling "
              f"weight peaks at layer {top} ({w[top]:.2f})",
              *([f"{runs} decoder trainings (seeds {seed}…{seed + runs - 1}, column train_seed): held-out C per "
-                f"run " + ", ".join(f"{x['context_loss'].mean():.3f}" for x in losses) + "; the lines above describe "
-                f"the first"] if runs > 1 else []),
+                "run " + ", ".join(f"{x['context_loss'].mean():.3f}" for x in losses) + "; the lines above describe "
+                "the first"] if runs > 1 else []),
              *summary(frame[frame["train_seed"].isna() | (frame["train_seed"] == 0)])]
     del trained, blind, first, fits, first_fits
     return frame, notes
