@@ -2,7 +2,10 @@
 
 ``binomial_share``: the full selection's edge share, spread by split-half replicates (replicate r of the trained
 and of the control model splits the same selection documents, so replicates pair).  ``baseline_ratio``: the
-ratio of the numerator's to the denominator's mean ΔBPB, on the evaluation texts both models read.
+margin the rule itself decides on, numerator − bound × denominator mean ΔBPB, on the evaluation texts both models
+read.  Not the ratio: on an untrained model the denominator (the ΔBPB of zeroing its LAPE neurons) sits near 0, so
+the ratio and its bootstrap are unbounded (a control's ratio of 52.8 gave an interval that missed its estimate);
+the margin is in bits per byte on both models and stays defined.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ def share_arm(frame: pd.DataFrame, *, method: str = "lape", min_replicates: int 
 @arm_def("baseline_ratio")
 def ratio_arm(frame: pd.DataFrame, *, numerator: dict[str, Any], denominator: dict[str, Any],
               min: float | None = None, max: float | None = None, **_: Any):
+    if (min is None) == (max is None):
+        raise ValueError("baseline_ratio needs exactly one of 'min' and 'max'")
+    bound, side = (float(min), +1) if min is not None else (float(max), -1)
     c = _Cells(frame)
     sel = []
     for name, s in (("numerator", numerator), ("denominator", denominator)):
@@ -41,8 +47,8 @@ def ratio_arm(frame: pd.DataFrame, *, numerator: dict[str, Any], denominator: di
             return _none(frame, "baseline_ratio", "ratio", f"no ΔBPB cells for the {name} {dict(s)}")
         sel.append((s["method"], cells))
 
-    def ratio(m):
-        return c.mean_of(m, *sel[0]) / c.mean_of(m, *sel[1])
+    def margin(m):
+        return c.mean_of(m, *sel[0]) - bound * c.mean_of(m, *sel[1])
 
-    return Arm(pd.DataFrame(c.mat, index=c.units), side=+1 if min is not None else -1, unit="sample",
-               name="ratio", stat=ratio)
+    return Arm(pd.DataFrame(c.mat, index=c.units), side=side, unit="sample",
+               name=f"{sel[0][0]} − {bound:g}·{sel[1][0]} ΔBPB", stat=margin)

@@ -45,17 +45,31 @@ def test_share_above_the_bar_on_both_models_is_not_a_difference():
     assert d.estimate == pytest.approx(0.0) and d.outcome is not Outcome.SUPPORTED
 
 
-def test_ratio_difference_pairs_evaluation_texts():
-    params = {"numerator": {"method": "rs", "entries": "diagonal"},
-              "denominator": {"method": "lape", "entries": "diagonal"}, "max": 0.25}
+RATIO = {"numerator": {"method": "rs", "entries": "diagonal"},
+         "denominator": {"method": "lape", "entries": "diagonal"}, "max": 0.25}
+
+
+def test_ratio_difference_is_the_difference_of_the_rules_margins_paired_by_text():
+    """The rule decides on rs − 0.25·lape ΔBPB; the arm differences that margin: trained 0.01 − 0.25·0.2875,
+    control 0.01 − 0.25·0.02, so trained − control = −0.066875 (the texts' noise moves it by < 0.005)."""
     trained = deact_frame({"lape": STRONG, "rs": diag_only([0.01] * 4)}, seed=0)
     control = deact_frame({"lape": diag_only([0.02] * 4), "rs": diag_only([0.01] * 4)}, seed=1)
-    d = difference(trained, control, "baseline_ratio", params)
-    ratio = lambda f: evaluate(f, "baseline_ratio", params).estimate  # noqa: E731
-    assert d.estimate == pytest.approx(ratio(trained) - ratio(control)) and d.estimate < -0.3
+    d = difference(trained, control, "baseline_ratio", RATIO)
+    assert d.estimate == pytest.approx(-0.066875, abs=0.005) and d.ci_low <= d.estimate <= d.ci_high
     assert d.outcome is Outcome.SUPPORTED and d.ci_high < 0 and d.n == 30
-    same = difference(trained, trained, "baseline_ratio", params)
+    same = difference(trained, trained, "baseline_ratio", RATIO)
     assert same.estimate == pytest.approx(0.0) and same.outcome is not Outcome.SUPPORTED
+
+
+def test_a_control_whose_lape_neurons_do_nothing_leaves_the_difference_defined():
+    """gemma3-270m's case: on the untrained model zeroing LAPE's neurons changes BPB by noise around 0, so its
+    ratio is noise over noise (52.8 there) and a ratio difference's interval missed its own estimate.  The margin
+    stays in bits per byte: trained −0.0619 against a control near 0."""
+    trained = deact_frame({"lape": STRONG, "rs": diag_only([0.01] * 4)}, seed=0)
+    control = deact_frame({"lape": diag_only([0.0] * 4), "rs": diag_only([0.0] * 4)}, seed=2)
+    d = difference(trained, control, "baseline_ratio", RATIO)
+    assert d.estimate == pytest.approx(-0.061875, abs=0.005) and d.ci_low <= d.estimate <= d.ci_high < 0
+    assert d.outcome is Outcome.SUPPORTED
 
 
 def test_too_few_shared_replicates_leave_the_difference_undecided():
