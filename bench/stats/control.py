@@ -142,7 +142,8 @@ def against(trained: pd.DataFrame | None, control: pd.DataFrame | None, rule: st
         diff = difference(trained, control, rule, params)
     merged = combine([own, diff], alpha)
     if merged.outcome is Outcome.SUPPORTED:
-        reason = f"{own.reason}; and above its control {control_name}: {diff.reason} ({POLICY})"
+        beyond = "below" if (diff.threshold or "").startswith("<") else "above"  # the claimed side of 0
+        reason = f"{own.reason}; and {beyond} its control {control_name}: {diff.reason} ({POLICY})"
     else:
         failed = [f"{p.metric}: {p.reason}" for p in (own, diff) if p.outcome is not Outcome.SUPPORTED]
         reason = "; ".join(failed) + f" ({POLICY})"

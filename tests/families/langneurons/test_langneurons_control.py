@@ -9,7 +9,7 @@ import pytest
 
 from bench.families.langneurons.probes import frame
 from bench.stats import Outcome, evaluate
-from bench.stats.control import difference
+from bench.stats.control import against, difference
 from tests.families.langneurons.test_langneurons_rules import STRONG, deact_frame, diag_only
 
 
@@ -70,6 +70,8 @@ def test_a_control_whose_lape_neurons_do_nothing_leaves_the_difference_defined()
     d = difference(trained, control, "baseline_ratio", RATIO)
     assert d.estimate == pytest.approx(-0.061875, abs=0.005) and d.ci_low <= d.estimate <= d.ci_high < 0
     assert d.outcome is Outcome.SUPPORTED
+    v = against(trained, control, "baseline_ratio", RATIO, evaluate(trained, "baseline_ratio", RATIO), None, "ctl")
+    assert v.outcome is Outcome.SUPPORTED and "below its control ctl" in v.reason  # a ≤ claim: below, not above
 
 
 def test_too_few_shared_replicates_leave_the_difference_undecided():
