@@ -1,0 +1,66 @@
+"""Wiring of `context_pair`: which model's numbers are labelled base and which instruct, whichever side of the
+pair the cell's model is, and an empty frame (with the reason) when the model has no counterpart.
+
+The measurement itself is replaced by a scripted one that writes, for each model it is given, one C row whose
+value is a number only that model has, so a swapped label or a model measured twice shows in the values.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from bench.ground.context import ProbeContext
+from bench.ground.errors import ModelError
+from bench.families.microscope import context_probe
+
+VALUE = {"acme-base": 1.0, "acme-chat": 2.0}
+PAIR = {"acme-base": "acme-chat"}
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    seen = []
+
+    def measure(ctx, model, p, subject=None):
+        seen.append(model.name)
+        frame = pd.DataFrame({"metric": ["context_loss"], "value": [VALUE[model.name]], "subject": [subject],
+                              "sample": [0], "position": [0]})
+        return frame, [f"measured {model.name}"]
+
+    monkeypatch.setattr(context_probe, "_measure", measure)
+    return seen
+
+
+def run(name: str, instruct_of=PAIR, available=True) -> pd.DataFrame:
+    def companion(other):
+        if not available:
+            raise ModelError(f"'{other}' is not installed")
+        return SimpleNamespace(name=other)
+
+    ctx = ProbeContext(model=SimpleNamespace(name=name), seed=0, companions=companion)
+    return context_probe.context_pair(ctx, context_probe.PairParams(instruct_of=instruct_of))
+
+
+@pytest.mark.parametrize("cell", ["acme-base", "acme-chat"])
+def test_each_side_is_labelled_by_the_pair_not_by_which_model_the_cell_runs(scripted, cell):
+    frame = run(cell)
+    got = dict(zip(frame["subject"], frame["value"]))
+    assert got == {"base": 1.0, "instruct": 2.0}
+    assert sorted(scripted) == ["acme-base", "acme-chat"]  # each model measured once
+    assert any("base (acme-base): measured acme-base" == n for n in frame.attrs["notes"])
+
+
+def test_a_model_outside_every_pair_gets_an_empty_frame_that_says_why(scripted):
+    frame = run("other-model")
+    assert frame.empty and scripted == []
+    assert "no base/instruct counterpart of 'other-model'" in frame.attrs["notes"][0]
+    assert "acme-base → acme-chat" in frame.attrs["notes"][0]
+
+
+def test_a_missing_counterpart_is_reported_not_invented(scripted):
+    frame = run("acme-base", available=False)
+    assert frame.empty and scripted == []
+    assert "the counterpart 'acme-chat' of 'acme-base' is not available" in frame.attrs["notes"][0]
