@@ -210,13 +210,15 @@ def _suggest(name: str) -> str:
 
 def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_pickle: bool = False,
          progress: Callable[[str], None] | None = None, device_map: Any = None,
-         offload_folder: str | None = None) -> LoadedModel:
+         offload_folder: str | None = None, max_memory: dict[Any, int | str] | None = None) -> LoadedModel:
     """Load the weights (converting an embedded GGUF once) on `device` ("cpu", "cuda", "cuda:N", "mps").
 
     On CUDA: bfloat16 unless `dtype` says otherwise, ``device_map="auto"`` (accelerate spreads a model that one
     GPU cannot hold) and the sdpa attention kernel; probes that need attention probabilities switch to "eager"
     for their pass (:func:`bench.models.hooks.attention_implementation`).  `device_map` overrides the placement
     (a dict of module path → device, "disk" included, with `offload_folder`), e.g. to split a model for a test.
+    `max_memory` (device → bytes or "20GiB", as accelerate reads it) caps what ``device_map="auto"`` puts on each
+    device; what does not fit goes to `offload_folder` on disk.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -234,6 +236,8 @@ def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_
                                 else "auto" if dev.index is None else {"": dev.index})
         if offload_folder:
             kwargs["offload_folder"] = offload_folder
+        if max_memory is not None:
+            kwargs["max_memory"] = max_memory
     tok_kwargs = {"revision": kwargs["revision"]} if "revision" in kwargs else {}
     try:
         with hub.quiet():
