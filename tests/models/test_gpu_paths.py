@@ -32,12 +32,18 @@ def _frames(run_dir: Path) -> dict[str, pd.DataFrame]:
     return {p.parent.name: pd.read_parquet(p) for p in sorted(run_dir.glob("*/frames/*/*.parquet"))}
 
 
-def test_a_bfloat16_run_gives_valid_frames_close_to_float32(cli, specs_dir, tiny_model_dir, tmp_path, monkeypatch,
-                                                             one_thread):
+@pytest.fixture
+def two_specs(specs_dir, tmp_path) -> Path:
     specs = tmp_path / "specs"
     for name in SPECS:
         (specs / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(specs_dir / name, specs / name)
+    return specs
+
+
+def test_a_bfloat16_run_gives_valid_frames_close_to_float32(cli, two_specs, tiny_model_dir, tmp_path, monkeypatch,
+                                                             one_thread):
+    specs = two_specs
     loaded_dtypes = []
     real_load = models.load
 
@@ -93,6 +99,37 @@ def test_a_model_offloaded_to_cpu_and_disk_gives_the_plain_frames(tiny_model_dir
         a, b = _run(name, whole, **params), _run(name, split, **params)
         assert len(a) > 0
         pd.testing.assert_frame_equal(b, a, check_exact=False, rtol=1e-6, atol=1e-7)
+
+
+def test_a_run_with_an_offload_folder_offloads_and_gives_the_plain_frames(cli, two_specs, tiny_model_dir, tmp_path,
+                                                                          monkeypatch, one_thread):
+    """`bench verify --offload-folder DIR` reaches the loader (a subfolder per model); the tiny model fits in
+    memory, so the test caps host memory at three quarters of its weights to make accelerate offload the rest."""
+    placed, real_load = [], models.load
+
+    def capped(ref, device="cpu", **kwargs):
+        if kwargs.get("offload_folder"):
+            whole = real_load(ref, device)
+            weights = sum(p.numel() * p.element_size() for p in whole.hf.parameters())
+            kwargs["max_memory"] = {"cpu": int(0.75 * weights)}
+        loaded = real_load(ref, device, **kwargs)
+        placed.append((kwargs.get("offload_folder"), getattr(loaded.hf, "hf_device_map", None)))
+        return loaded
+
+    monkeypatch.setattr(models, "load", capped)
+    frames = {}
+    for extra in ([], ["--offload-folder", tmp_path / "offload"]):
+        runs = tmp_path / f"runs-{len(extra)}"
+        monkeypatch.setenv("BENCH_CACHE", str(tmp_path / f"cache-{len(extra)}"))  # offloading is result-neutral:
+        r = cli("verify", two_specs, "--models", tiny_model_dir, "--runs-dir", runs, "--no-report", *extra)
+        assert r.exit_code == 0, r.output
+        frames[bool(extra)] = _frames(runs)
+    (plain_folder, plain_map), (folder, device_map) = placed  # a cache of its own, or the run would be replayed
+    assert plain_folder is None and plain_map is None
+    assert Path(folder).parent == tmp_path / "offload" and {str(d) for d in device_map.values()} == {"cpu", "disk"}
+    assert set(frames[True]) == set(frames[False]) and len(frames[True]) == 2
+    for spec_id, plain in frames[False].items():
+        pd.testing.assert_frame_equal(frames[True][spec_id], plain, check_exact=False, rtol=1e-6, atol=1e-7)
 
 
 def test_home_device_skips_offloaded_parameters():
