@@ -136,3 +136,23 @@ def test_home_device_skips_offloaded_parameters():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2, device="meta"), torch.nn.Linear(2, 2))
     assert hooks.home_device(model) == torch.device("cpu")
     assert hooks.home_device(torch.nn.Linear(2, 2, device="meta")) == torch.device("cpu")
+
+
+@pytest.mark.gpu
+def test_a_model_split_over_gpu_and_disk_gives_the_cpu_frames(tiny_model_dir, tmp_path):
+    """The same split on a GPU (scripts/gpu-check.sh runs it): float32 on both sides, so the frames differ only by
+    the GPU's kernels' rounding (rtol 1e-4)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    ref = models.resolve(str(tiny_model_dir))
+    whole = models.load(ref, "cpu")
+    weights = sum(p.numel() * p.element_size() for p in whole.hf.parameters())
+    split = models.load(ref, "cuda", dtype="float32", max_memory={0: int(0.75 * weights), "cpu": int(0.1 * weights)},
+                        offload_folder=str(tmp_path / "offload"))
+    placed = {str(d) for d in split.hf.hf_device_map.values()}
+    assert {"0", "disk"} <= placed, split.hf.hf_device_map
+    assert hooks.home_device(split.hf).type == "cuda"
+    for name, params in (("induction", {"seq_len": 8, "batch": 3}),
+                         ("logit_lens", {"n_texts": 4, "max_tokens": 16})):
+        pd.testing.assert_frame_equal(_run(name, split, **params), _run(name, whole, **params), check_exact=False,
+                                      rtol=1e-4, atol=1e-5)
