@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU path, proven on one machine with one GPU: prints the device, runs the GPU unit tests, then
 # `bench verify specs/<family> --profile full --device cuda` for every family on the embedded models (each spec's
-# default set) and on every local model given, and prints per-family wall times and outcomes.  Sized for
+# default set) and on every local model given, and prints per family the seconds `bench plan` predicted (where
+# this version has `bench plan`) beside the measured wall time, and the outcomes.  Sized for
 # ≤ 8 minutes on one H200-class GPU: the verify runs share VERIFY_BUDGET_S (default 400 s), split evenly into a
 # time limit per family and model set, so the script stays bounded even where a family runs long (its row then
 # says "timeout").
@@ -19,7 +20,7 @@ EXTRA=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) [ -e "$arg" ] || { echo "error: model path '$arg' does not exist" >&2; exit 2; }; EXTRA+=("$arg") ;;
   esac
 done
@@ -55,13 +56,33 @@ fi
 
 echo "== bench verify --profile full (families: ${FAMILIES[*]}; extra models: ${EXTRA[*]:-none})"
 "$PY" -m bench.cli validate specs/ || exit 2
+# Predictions: one `bench plan --json` per model set (a line per cell), summed per family; only where this
+# version of bench has the command.
+PLAN=1
+"$PY" -m bench.cli plan --help > /dev/null 2>&1 || { PLAN=0; echo "bench plan: not available in this version, no predictions"; }
+for models in default "${EXTRA[@]}"; do
+  [ "$PLAN" = 1 ] || break
+  plan="$OUT/plan-$(basename "$models")"
+  "$PY" -m bench.cli plan specs/ --profile full --device cuda --models "$models" --json > "$plan.jsonl" 2> "$plan.err" ||
+    echo "bench plan --models $models failed: $(tail -n 1 "$plan.err")"
+done
+predict() {  # FAMILY MODELS → the seconds bench plan predicted for that verify, "n/a" or "failed"
+  [ "$PLAN" = 1 ] || { echo "n/a"; return; }
+  "$PY" - "$1" "$OUT/plan-$(basename "$2").jsonl" <<'PY'
+import json, sys
+cells = [json.loads(line) for line in open(sys.argv[2]) if line.startswith('{"claim"')]
+mine = [c["predicted_s"] for c in cells if c["claim"].split(".")[0] == sys.argv[1]]
+print(f"{sum(mine):.1f} s" if mine else "failed")
+PY
+}
 SUMMARY=()
 for fam in "${FAMILIES[@]}"; do
   for models in default "${EXTRA[@]}"; do
     runs="$OUT/runs/$fam-$(basename "$models")"
     cmd=(timeout "$LIMIT" "$PY" -m bench.cli verify "specs/$fam" --profile full --device cuda --models "$models"
          --runs-dir "$runs" --report-dir "$OUT/reports" --no-pdf)
-    if [ "$DRY" = 1 ]; then echo "+ ${cmd[*]}"; continue; fi
+    predicted=$(predict "$fam" "$models")
+    if [ "$DRY" = 1 ]; then echo "+ ${cmd[*]}  (predicted: $predicted)"; continue; fi
     t0=$(date +%s%N)
     "${cmd[@]}" > "$OUT/$fam-$(basename "$models").log" 2>&1
     rc=$?
@@ -77,11 +98,12 @@ print(", ".join(f"{n} {k.lower()}" for k, n in sorted(c.items())) + f" [{rec['st
 PY
 )
     [ $rc = 124 ] && outcomes="timeout after ${LIMIT}s; $outcomes"
-    SUMMARY+=("$(printf '%-14s %-22s %6d.%01d s  exit %-3s %s' "$fam" "$(basename "$models")" $((secs / 1000)) $((secs % 1000 / 100)) "$rc" "$outcomes")")
+    SUMMARY+=("$(printf '%-14s %-22s %11s %6d.%01d s  exit %-3s %s' "$fam" "$(basename "$models")" "$predicted" \
+                $((secs / 1000)) $((secs % 1000 / 100)) "$rc" "$outcomes")")
   done
 done
 if [ "$DRY" = 1 ]; then echo "dry run: nothing was run (work folder $OUT)"; rm -rf "$OUT"; exit 0; fi
-echo "== per family"
+echo "== per family (family, models, predicted by bench plan, measured wall time, exit, outcomes)"
 printf '%s\n' "${SUMMARY[@]}"
 echo "records and logs: $OUT"
 [ "${TESTS_FAILED:-0}" = 0 ]

@@ -30,6 +30,9 @@ def _run_options(fn):
         click.option("--fail-on", type=click.Choice(OUTCOMES), multiple=True,
                      help="Exit 1 if any cell has this outcome (repeatable)."),
         click.option("--allow-pickle", is_flag=True, help="Allow pickled (.bin) weights; default safetensors only."),
+        click.option("--offload-folder", type=click.Path(path_type=Path), default=None, metavar="DIR",
+                     help="Where accelerate offloads the weights that the device and host memory cannot hold "
+                          "(a model larger than the machine's memory); one subfolder per model."),
         click.option("--control", type=click.Choice(["random-init"]), default=None,
                      help="Also run every claim on a negative control of each model: the same config and "
                           "tokenizer with seeded random weights (NAME+random-init)."),

@@ -210,13 +210,16 @@ def _suggest(name: str) -> str:
 
 def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_pickle: bool = False,
          progress: Callable[[str], None] | None = None, device_map: Any = None,
-         offload_folder: str | None = None) -> LoadedModel:
+         offload_folder: str | None = None, max_memory: dict[Any, int | str] | None = None) -> LoadedModel:
     """Load the weights (converting an embedded GGUF once) on `device` ("cpu", "cuda", "cuda:N", "mps").
 
     On CUDA: bfloat16 unless `dtype` says otherwise, ``device_map="auto"`` (accelerate spreads a model that one
     GPU cannot hold) and the sdpa attention kernel; probes that need attention probabilities switch to "eager"
     for their pass (:func:`bench.models.hooks.attention_implementation`).  `device_map` overrides the placement
     (a dict of module path → device, "disk" included, with `offload_folder`), e.g. to split a model for a test.
+    `max_memory` (device → bytes or "20GiB", as accelerate reads it) caps what ``device_map="auto"`` puts on each
+    device; what does not fit goes to `offload_folder` on disk.  On the CPU an `offload_folder` alone asks for
+    ``device_map="auto"`` within host memory, so a model larger than the machine's memory still loads.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -229,11 +232,17 @@ def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_
                               "attn_implementation": "sdpa"}
     if ref.kind == "hub" and not Path(folder).is_dir():
         kwargs["revision"] = ref.revision  # the commit fingerprinted, not whatever main is now
+    if device_map is None and offload_folder and dev.type == "cpu":  # host memory only (no GPU named), then disk
+        from accelerate.utils import get_max_memory
+
+        device_map, max_memory = "auto", max_memory or {"cpu": get_max_memory()["cpu"]}
     if device_map is not None or dev.type == "cuda":
         kwargs["device_map"] = (device_map if device_map is not None
                                 else "auto" if dev.index is None else {"": dev.index})
         if offload_folder:
             kwargs["offload_folder"] = offload_folder
+        if max_memory is not None:
+            kwargs["max_memory"] = max_memory
     tok_kwargs = {"revision": kwargs["revision"]} if "revision" in kwargs else {}
     try:
         with hub.quiet():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -28,9 +29,11 @@ class ModelCells:
     """Runs the cells of one model, loading it at most once and only on a cache miss."""
 
     def __init__(self, name: str, refs: dict[str, Any], device: str, dtype: str, *, cache: Cache, ui: Any,
-                 allow_pickle: bool = False, revision: str | None = None, shown: str | None = None):
+                 allow_pickle: bool = False, revision: str | None = None, shown: str | None = None,
+                 offload_folder: str | None = None):
         self.name, self.device, self.dtype, self.cache, self.ui = name, device, dtype, cache, ui
         self.allow_pickle = allow_pickle
+        self.offload_folder = offload_folder
         self.shown = shown or name  # the short name records and reports use
         self.loaded: models.LoadedModel | None = None
         self.companion_models: dict[str, models.LoadedModel] = {}
@@ -106,8 +109,8 @@ class ModelCells:
             if cell.probe.uses_model and self.loaded is None:
                 t = time.perf_counter()
                 self.ui.progress(0.0, f"loading {self.shown}")
-                self.loaded = models.load(self.ref, self.device, dtype=self.dtype,
-                                          allow_pickle=self.allow_pickle, progress=self.ui.note)
+                self.loaded = models.load(self.ref, self.device, dtype=self.dtype, allow_pickle=self.allow_pickle,
+                                          progress=self.ui.note, offload_folder=self._offload(self.name))
                 rec["timings"]["load_s"] = round(time.perf_counter() - t, 3)
             ctx = ProbeContext(model=self.loaded if cell.probe.uses_model else None, seed=cell.seed,
                                device=torch.device(self.device), dtype=self.dtype, cache=self.cache,
@@ -146,8 +149,15 @@ class ModelCells:
             self.companion_models.clear()
             self.ui.progress(0.0, f"loading {name}")
             self.companion_models[name] = models.load(models.resolve(name), self.device, dtype=self.dtype,
-                                                      allow_pickle=self.allow_pickle, progress=self.ui.note)
+                                                      allow_pickle=self.allow_pickle, progress=self.ui.note,
+                                                      offload_folder=self._offload(name))
         return self.companion_models[name]
+
+    def _offload(self, model: str) -> str | None:
+        """A model's own subfolder of the offload folder: two models' offloaded weights never share files."""
+        from bench.ground.store import slug
+
+        return str(Path(self.offload_folder) / slug(model)) if self.offload_folder else None
 
     def release(self) -> None:
         self.loaded = None

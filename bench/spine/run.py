@@ -38,12 +38,14 @@ class Options:
     executor: str = "local"  # "local" (this process) or "ray" (a Ray cluster)
     ray_address: str | None = None  # an existing Ray cluster; None starts a local one
     executor_options: tuple[tuple[str, Any], ...] = ()  # extra keyword options for the executor
+    offload_folder: Path | None = None  # weights that memory cannot hold go here (placement only, never results)
 
 
 # Options that cannot change a run's cells or verdicts (where records go, how the command was typed, names the
 # caller already resolved, which executor runs the cells).  Every other field of Options is one of the run's
 # settings: it enters the replay key and the record, so an option added later cannot change results unseen.
-RESULT_NEUTRAL = frozenset({"command", "runs_dir", "refs", "executor", "ray_address", "executor_options"})
+RESULT_NEUTRAL = frozenset({"command", "runs_dir", "refs", "executor", "ray_address", "executor_options",
+                            "offload_folder"})
 
 
 def settings(opts: Options, device: str) -> dict[str, Any]:
@@ -165,7 +167,8 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
             writer.add(res.record, res.frame)
             ui.cell_done(by_key[ev.key], res.verdict, res.seconds, res.cached)
 
-    job = executors.Job(refs, device, dtype, opts.allow_pickle, revision=opts.revision, shown=shown)
+    job = executors.Job(refs, device, dtype, opts.allow_pickle, revision=opts.revision, shown=shown,
+                        offload_folder=str(opts.offload_folder) if opts.offload_folder else None)
     ui.start(len(cells))
     try:
         executor.run(cells, job, on_event)

@@ -31,6 +31,7 @@ class Job:
     allow_pickle: bool = False
     revision: str | None = None  # hub revision for hub ids given without "@revision"
     shown: dict[str, str] = field(default_factory=dict)  # model name → the short name records use
+    offload_folder: str | None = None  # accelerate's disk offload for models larger than memory
 
 
 @dataclass(frozen=True)

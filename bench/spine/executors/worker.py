@@ -47,7 +47,7 @@ class ModelGroup:
         self.ui = _EmitUI(emit)
         self.cells = ModelCells(model, job.refs, job.device, job.dtype, cache=Cache(warn=self.ui.note), ui=self.ui,
                                 allow_pickle=job.allow_pickle, revision=job.revision,
-                                shown=job.shown.get(model, model))
+                                shown=job.shown.get(model, model), offload_folder=job.offload_folder)
 
     def run(self, cell: plan.Cell, attempts: int = 1) -> CellResult:
         rec, frame, verdict = self.cells.run(cell)
