@@ -44,7 +44,7 @@ def greedy(tok, prompts: Sequence[str], *, prefix: str | Sequence[str] = "", max
     for start in range(0, n, batch):
         idx = order[start: start + batch]
         S = max(suf[i] for i in idx)
-        w = w + _steps(len(idx), S if P else S + P, [budgets[i] for i in idx], P if P else 0)
+        w = w + _steps(len(idx), S, [budgets[i] for i in idx], P)
     return w
 
 
@@ -61,9 +61,10 @@ def decode(tok, prompts: Sequence[str], max_new_tokens: int | Sequence[int], *, 
     if P and window is not None and P + max(rest) + max(budgets) > window:
         P, rest = 0, [len(r) for r in rows]
     w = Work(forward=P, head=1, calls=1, context=P, batch_tokens=P, logit_rows=1) if P else Work()
+    S = max(rest)  # every prompt's rest is left-padded to the longest of all, then cut into micro-batches
     for i in range(0, n, micro_batch):
         part = slice(i, i + micro_batch)
-        w = w + _steps(len(rest[part]), max(rest[part]), budgets[part], P)
+        w = w + _steps(len(rest[part]), S, budgets[part], P)
     return w
 
 
