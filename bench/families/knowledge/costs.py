@@ -41,6 +41,8 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
     mix = first[n_train: n_train + n_mix]
     lora = Recipe(method="lora", epochs=epochs, batch=batch, lr=lr, schedule=schedule, r=r, alpha=lora_alpha,
                   rslora=rslora, dropout=dropout, targets=targets, loss=loss)
+    ev = _count_correct(m, first, prompts, max_new, eval_batch)  # the same prompts after every training run
+    zero = mc.decode(m.tokenizer, [ask(f) for f in trained], max_new, micro_batch=eval_batch, share=False)
     for s in (list(seeds) or [m.seed]):
         for cond in conditions:
             rec = study.recipe_for(cond, lora, full_lr, s)
@@ -51,8 +53,6 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
             tw = mc.fit(m.tokenizer, exs, replace(rec), m.shape.n_params if full else mc.lora_params(m.shape, targets, r))
             if full:
                 tw = tw + Work(full_copy=True)
-            ev = _count_correct(m, first, prompts, max_new, eval_batch)
-            zero = mc.decode(m.tokenizer, [ask(f) for f in trained], max_new, micro_batch=eval_batch, share=False)
             parts.append((f"knowledge-after|{cond}|{s}", tw + ev + zero))
     n_seeds = len(list(seeds) or [m.seed])
     return Cost(tuple(parts), units=len(first) * n_seeds, unit="facts × seeds",

@@ -12,8 +12,17 @@ from bench.families.microscope.qa import CONDITIONS, capital_facts, prompt, stop
 from bench.models import costs as mc
 
 
+_PREPARED: dict[tuple, list] = {}  # tagging and tokenising is most of a plan's time: once per tokenizer and text
+
+
 def _items(m: Planned, s: Sample, n_texts: int | None = None):
-    return prepare_items(m.tokenizer, s.corpus, s.n_texts if n_texts is None else n_texts, s.max_tokens)
+    key = (id(m.tokenizer), s.corpus, s.n_texts if n_texts is None else n_texts, s.max_tokens)
+    held = _PREPARED.get(key)
+    if held is None or held[0] is not m.tokenizer:  # the tokenizer itself is kept, so its id is not reused
+        if len(_PREPARED) > 32:
+            _PREPARED.clear()
+        held = _PREPARED[key] = (m.tokenizer, prepare_items(m.tokenizer, s.corpus, key[2], s.max_tokens))
+    return held[1]
 
 
 def _body(items, micro: int, *, logits: bool = False) -> list[Work]:
