@@ -45,6 +45,7 @@ class Shape:
     vocab: int
     tied: bool = True
     gated: bool = True
+    window: int | None = None  # the smallest sliding attention window, if any layer has one
 
     @classmethod
     def from_config(cls, config) -> "Shape":
@@ -66,7 +67,8 @@ class Shape:
                    n_kv_heads=int(first("num_key_value_heads", default=heads)),
                    head_dim=int(first("head_dim", default=d // heads)), vocab=int(first("vocab_size")),
                    tied=bool(getattr(config, "tie_word_embeddings", getattr(cfg, "tie_word_embeddings", True))),
-                   gated=getattr(cfg, "model_type", "") not in NOT_GATED)
+                   gated=getattr(cfg, "model_type", "") not in NOT_GATED,
+                   window=int(cfg.sliding_window) if getattr(cfg, "sliding_window", None) else None)
 
     @property
     def attn_params(self) -> int:

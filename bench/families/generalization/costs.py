@@ -71,7 +71,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
                   max_new_tokens=max_new_tokens, temperature=temperature)
     trainable = m.shape.n_params if adapter == "full" else mc.lora_params(m.shape, "all", lora_rank)
     extra = Work(trainable=trainable, full_copy=adapter == "full")
-    evaluate = sum((mc.decode(tok, prompts(items), max_new_tokens, micro_batch=micro_batch)
+    evaluate = sum((mc.decode(tok, prompts(items), max_new_tokens, micro_batch=micro_batch, window=m.shape.window)
                     for items in eval_items.values()), Work())
 
     def fit(cfg: TrainConfig, items) -> Work:

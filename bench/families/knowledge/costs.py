@@ -21,7 +21,8 @@ def _count_correct(m: Planned, facts, prompts: Prompts, max_new: int, batch: int
     for rel in sorted({f.relation for f in facts}):
         qs = [ask(f) for f in facts if f.relation == rel]
         for j in range(prompts.k):
-            w = w + mc.decode(m.tokenizer, [prompts.prefixes[rel][j] + q for q in qs], max_new, micro_batch=batch)
+            w = w + mc.decode(m.tokenizer, [prompts.prefixes[rel][j] + q for q in qs], max_new, micro_batch=batch,
+                              window=m.shape.window)
     return w
 
 

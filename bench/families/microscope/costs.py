@@ -111,7 +111,7 @@ def token_removal_cost(m: Planned, *, n_questions: int, n_demos: int, max_new_to
     demos, facts = capital_facts(n_questions, n_demos)
     stops = stop_words()
     w = sum((mc.decode(m.tokenizer, [prompt(demos, f, c, stops) for f in facts], max_new_tokens,
-                       micro_batch=micro_batch) for c in CONDITIONS), Work())
+                       micro_batch=micro_batch, window=m.shape.window) for c in CONDITIONS), Work())
     return Cost(((None, w),), units=len(facts), unit="questions",
                 notes=("each answer counted at its whole token budget",))
 
