@@ -113,6 +113,15 @@ def test_crosslingual_similarity_counts_its_batches(tiny):
                                               "micro_tokens": 40})
 
 
+def test_sft_arm_counts_training_and_every_evaluation(tiny):
+    """The SFT-initialised start, the SFT arm at the RL arm's FLOPs with one checkpoint evaluation, decoding
+    held to its budget (the RL arm is left out: its update depends on the sampled rewards)."""
+    _check(tiny, "sft_vs_rl", {"arms": ["sft"], "n_cards": 2, "target": 0, "ops": "+", "show_target": False,
+                               "demos": 0, "n_init": 4, "init_steps": 2, "n_train": 6, "n_eval": 3, "steps": 2,
+                               "batch": 2, "group": 2, "sft_batch": 2, "max_new_tokens": 3, "micro_batch": 2,
+                               "seeds": 1, "curve_points": 1}, force=True)
+
+
 def test_training_steps_count_forward_and_backward(tiny):
     """:func:`bench.models.costs.fit` against :func:`bench.models.train.fit` on a LoRA-adapted tiny model."""
     from bench.models import costs as mc

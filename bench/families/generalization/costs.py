@@ -29,7 +29,7 @@ def _decode_rl(tok, prompts: list[str], cfg: TrainConfig) -> Work:
                   context=P + S + cfg.max_new_tokens, batch_tokens=n * S, logit_rows=n,
                   kv_tokens=n * (P + S + cfg.max_new_tokens))
     C = cfg.max_new_tokens
-    update = Work(backward=P + n * (S + C), backward_head=n * (C + 1), calls=2, steps=1,
+    update = Work(backward=P + n * (S + C), backward_head=n * (C + 1) + (1 if P else 0), calls=2, steps=1,
                   grad_tokens=P + n * (S + C), logit_rows=n * (C + 1))
     return sample + update
 
@@ -42,7 +42,8 @@ def _sft_step(tok, prompts: list[str], targets: list[str]) -> Work:
     S = max(len(r) for r in rows) - P
     C = max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in targets)
     n = len(prompts)
-    return Work(backward=P + n * (S + C), backward_head=n * (C + 1), calls=2, steps=1, grad_tokens=P + n * (S + C),
+    return Work(backward=P + n * (S + C), backward_head=n * (C + 1) + (1 if P else 0), calls=2, steps=1,
+                grad_tokens=P + n * (S + C),
                 logit_rows=n * (C + 1))
 
 
