@@ -102,9 +102,13 @@ def _check_plan(specs, opts) -> None:
     """Before any work: refuse (exit 2) a cell predicted not to fit in memory, and say the predicted total of a
     run predicted to take longer than three minutes (``bench plan`` shows every cell)."""
     from bench.ground.errors import UsageError
-    from bench.spine import costs
+    from bench.spine import costs, replay, run
 
     try:
+        fast = replay.cheap_device(opts.device) if replay.enabled() else None
+        k = replay.key(specs, run.settings(opts, fast)) if fast is not None else None
+        if k and replay.load(k) is not None:
+            return  # the run will be read back whole: nothing to plan
         rows, total = costs.before_run(specs, opts)
     except Exception as exc:  # noqa: BLE001 - a plan that cannot be made never stops a run; the run says why
         if verbosity() > 0:
