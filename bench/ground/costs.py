@@ -13,8 +13,9 @@ case and says so in a note.
 Work that probes share through ``ctx.memo`` is a part with a key: a plan counts each key once per model, as a
 cold run computes it once (a key that starts with ``global|`` once per run: work that reads no model).
 
-Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates + model calls × a measured overhead per
-layer and call; FLOPs per token are 2 × the block parameters (× 3 with the backward pass) plus the attention
+Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks without and with gradients,
+decoding, the LM head) + model calls × (a measured overhead per layer + one read of the weights at the measured
+memory bandwidth); FLOPs per token are 2 × the block parameters (× 3 with the backward pass) plus the attention
 scores (4 × layers × heads × head size × context), plus 2 × vocabulary × d_model for each LM-head position.
 Bytes (:func:`peak_bytes`) = weights in the run's dtype + the largest batch's activations, logits (float32),
 attention maps and KV cache + trained parameters with their gradients and AdamW state + stated extras.
@@ -170,7 +171,7 @@ class Rates:
     """Measured speeds of this machine: FLOP/s of no-gradient forward, of forward+backward and of cached
     decoding; seconds of overhead per layer of every model call; FLOP/s of small kernels outside the model;
     bytes the process holds before any model (torch and transformers imported); weight bytes loaded per
-    second."""
+    second; FLOP/s of the LM head's wide products; memory bandwidth."""
 
     forward: float
     backward: float
@@ -179,7 +180,13 @@ class Rates:
     kernel: float
     base_bytes: int
     load_bps: float = 2e8  # bytes of weights loaded per second
+    head: float = 0.0  # FLOP/s of LM-head-sized products (a wide matrix and its log-softmax); 0: the forward rate
+    bandwidth: float = 1e10  # bytes/s of streaming memory: each model call reads the weights once
     machine: str = ""
+
+    def __post_init__(self):
+        if not self.head:
+            object.__setattr__(self, "head", self.forward)
 
 
 COSTS: Registry[Callable] = Registry("cost model", _discover_measure)
@@ -210,22 +217,23 @@ def cost_of(info, planned: Planned, values: Mapping[str, Any]) -> Cost:
     return fn(planned, **{k: v for k, v in full.items() if k in accepted})
 
 
-def flops(shape: Shape, w: Work) -> tuple[float, float, float]:
-    """(forward, forward+backward, decoding) FLOPs of `w` on a model of `shape`."""
-    attn = shape.attention_flops(w.context)
-    per_block = 2.0 * shape.block_params + attn
+def flops(shape: Shape, w: Work) -> dict[str, float]:
+    """FLOPs of `w` on a model of `shape`: through the blocks without gradients (``forward``), with the backward
+    pass (``backward``), decoding (``generate``), and of the LM head in all three (``head``)."""
+    per_block = 2.0 * shape.block_params + shape.attention_flops(w.context)
     head = 2.0 * shape.head_params
-    fwd = w.forward * per_block + w.head * head
-    bwd = 3.0 * (w.backward * per_block + w.backward_head * head)
-    gen = w.generated * (per_block + head)
-    return fwd, bwd, gen
+    return {"forward": w.forward * per_block, "backward": 3.0 * w.backward * per_block,
+            "generate": w.generated * per_block,
+            "head": head * (w.head + 3.0 * w.backward_head + w.generated)}
 
 
-def seconds(shape: Shape, w: Work, rates: Rates) -> float:
-    """Predicted seconds of `w` (module docstring); an optimizer step costs 16 FLOPs per trained parameter."""
-    fwd, bwd, gen = flops(shape, w)
-    return (fwd / rates.forward + bwd / rates.backward + gen / rates.generate
-            + w.calls * shape.n_layers * rates.call_layer_s
+def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
+    """Predicted seconds of `w` (module docstring): each kind of FLOPs at its measured rate, every model call
+    its per-layer overhead and one read of the weights, an optimizer step 16 FLOPs per trained parameter."""
+    f = flops(shape, w)
+    per_call = shape.n_layers * rates.call_layer_s + shape.n_params * dtype_bytes / rates.bandwidth
+    return (f["forward"] / rates.forward + f["backward"] / rates.backward + f["generate"] / rates.generate
+            + f["head"] / rates.head + w.calls * per_call
             + (w.flops + 16.0 * w.steps * w.trainable) / rates.kernel)
 
 

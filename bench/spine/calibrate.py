@@ -1,9 +1,10 @@
 """This machine's speeds, measured once and cached: the rates :func:`bench.ground.costs.seconds` divides by.
 
 A small Llama-shaped model is built from a config with random weights (nothing is downloaded) and timed on
-the device the run uses: a no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and
-backward (FLOP/s with the backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls
-(the overhead per layer of a model call), a float64 matrix product (FLOP/s of kernels outside the model), a
+the device the run uses: a memory copy (bandwidth), a wide product with its log-softmax (LM-head FLOP/s), a
+no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
+backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
+model call, less one read of the weights), a float64 matrix product (FLOP/s of kernels outside the model), a
 save and load of the weights (bytes loaded per second) and the process's resident memory before any model.
 The result is cached in the bench cache folder under a key of the machine (host name, processor, CPU count),
 the torch version, the thread count and the device; ``BENCH_RECALIBRATE=1`` measures again.
@@ -24,6 +25,7 @@ from bench.ground.store import atomic_write_json, cache_root, sha256_bytes
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
               num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
 BATCH, LENGTH, ROWS, STEPS = 8, 128, 16, 24
+HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
 
 
 def machine_key(device: str) -> str:
@@ -69,6 +71,8 @@ def _best(fn, repeat: int = 3) -> float:
 
 
 def measure(device: str = "cpu") -> Rates:
+    """Time each kind of work once (the shortest of a few tries) and divide out what else the timing holds:
+    a call's overhead and weight read, the head's FLOPs at the head rate."""
     import torch
     import transformers as tf
 
@@ -79,7 +83,16 @@ def measure(device: str = "cpu") -> Rates:
         torch.manual_seed(0)
         cfg = tf.LlamaConfig(**CONFIG)
         model = tf.LlamaForCausalLM(cfg).to(dev).eval()
+        big = torch.randn(64 << 20, device=dev)  # 256 MiB, beyond any cache
+        wide = torch.randn(HEAD_VOCAB, CONFIG["hidden_size"], device=dev)
+        rows_h = torch.randn(HEAD_ROWS, CONFIG["hidden_size"], device=dev)
     shape = Shape.from_config(cfg)
+    other = torch.empty_like(big)
+    t_copy = _best(lambda: (other.copy_(big), sync()))
+    bandwidth = 2 * big.numel() * 4 / max(1e-9, t_copy)  # read and write
+    t_head = _best(lambda: (torch.log_softmax(rows_h @ wide.T, dim=-1), sync()))
+    head = 2.0 * HEAD_ROWS * HEAD_VOCAB * CONFIG["hidden_size"] / max(1e-9, t_head)
+    read = shape.n_params * 4 / bandwidth
     ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, LENGTH), generator=torch.Generator().manual_seed(0)).to(dev)
     one = ids[:1, :1]
 
@@ -90,10 +103,11 @@ def measure(device: str = "cpu") -> Rates:
 
     call(ids)  # warm-up
     t_call = _best(lambda: [call(one) for _ in range(20)]) / 20
-    overhead = t_call / shape.n_layers
+    overhead = max(0.0, t_call - read) / shape.n_layers
+    rest = lambda t, f: max(t - t_call - f["head"] / head, 0.1 * t)  # noqa: E731 - the blocks' share of a timing
     t_fwd = _best(lambda: call(ids))
-    fwd, _, _ = flops(shape, Work(forward=BATCH * LENGTH, head=BATCH * LENGTH, context=LENGTH))
-    forward = fwd / max(1e-9, t_fwd - t_call)
+    f = flops(shape, Work(forward=BATCH * LENGTH, head=BATCH * LENGTH, context=LENGTH))
+    forward = f["forward"] / rest(t_fwd, f)
 
     def train():
         out = model(input_ids=ids, labels=ids, use_cache=False)
@@ -102,8 +116,8 @@ def measure(device: str = "cpu") -> Rates:
         sync()
 
     t_bwd = _best(train, repeat=2)
-    _, bwd, _ = flops(shape, Work(backward=BATCH * LENGTH, backward_head=BATCH * LENGTH, context=LENGTH))
-    backward = bwd / max(1e-9, t_bwd - t_call)
+    f = flops(shape, Work(backward=BATCH * LENGTH, backward_head=BATCH * LENGTH, context=LENGTH))
+    backward = f["backward"] / rest(t_bwd, f)
     rows = ids.repeat(ROWS // BATCH, 1)[:, :32]
 
     def decode():
@@ -119,14 +133,21 @@ def measure(device: str = "cpu") -> Rates:
             return time.perf_counter() - t
 
     t_gen = min(decode() for _ in range(2))
-    _, _, gen = flops(shape, Work(generated=ROWS * STEPS, context=32 + STEPS))
-    generate = gen / max(1e-9, t_gen - STEPS * t_call)
+    f = flops(shape, Work(generated=ROWS * STEPS, context=32 + STEPS))
+    generate = f["generate"] / max(t_gen - STEPS * t_call - f["head"] / head, 0.1 * t_gen)
     a = torch.randn(384, 384, dtype=torch.float64, device=dev)
     t_mm = _best(lambda: (a @ a, sync()))
     kernel = 2 * 384 ** 3 / max(1e-9, t_mm)
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
         size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp) if f.endswith(".safetensors"))
-        t_load = _best(lambda: tf.LlamaForCausalLM.from_pretrained(tmp), repeat=2)
+        bars = tf.utils.logging.is_progress_bar_enabled()
+        tf.utils.logging.disable_progress_bar()
+        try:
+            t_load = _best(lambda: tf.LlamaForCausalLM.from_pretrained(tmp), repeat=2)
+        finally:
+            if bars:
+                tf.utils.logging.enable_progress_bar()
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
-                 base_bytes=base, load_bps=size / max(1e-9, t_load), machine=machine_key(device))
+                 base_bytes=base, load_bps=size / max(1e-9, t_load), head=head, bandwidth=bandwidth,
+                 machine=machine_key(device))

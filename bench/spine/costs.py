@@ -55,8 +55,8 @@ class Row:
     def retimed(self, rates: gc.Rates) -> "Row":
         if self.work is None:
             return self
-        shape, work, load = self.work
-        self.predicted_s = round(gc.seconds(shape, work, rates) + load / rates.load_bps, 2)
+        shape, work, load, width = self.work
+        self.predicted_s = round(gc.seconds(shape, work, rates, width) + load / rates.load_bps, 2)
         return self
 
 
@@ -121,7 +121,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         work = gc.Work() if cached else gc.Cost(tuple((_key(k, cell.model), w) for k, w in cost.parts)).total(
             seen | done.setdefault("", set()))
         load = shape.n_params * 4 if not seen and not measured[cell.model] else 0
-        seconds = gc.seconds(shape, work, rates) + load / rates.load_bps
+        seconds = gc.seconds(shape, work, rates, width) + load / rates.load_bps
         for k in keys:
             (done[""] if k.startswith("global|") else seen).add(k)
         measured[cell.model].add(ident)
@@ -138,7 +138,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, round(seconds, 2), int(host), int(dev),
                         fits, units, unit, need, why,
                         list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else []),
-                        (shape, work, load)))
+                        (shape, work, load, width)))
     return rows
 
 
@@ -212,7 +212,8 @@ def totals(rows: list[Row]) -> dict[str, dict[str, Any]]:
 
 
 # A slow machine: if even these rates predict a run under ANNOUNCE_S, it is not worth measuring this one's
-SLOW = dict(forward=2e9, backward=2e9, generate=1e9, call_layer_s=2e-3, kernel=2e8, load_bps=5e7)
+SLOW = dict(forward=2e9, backward=2e9, generate=1e9, call_layer_s=2e-3, kernel=2e8, load_bps=5e7, head=2e9,
+            bandwidth=2e9)
 ANNOUNCE_S = 180.0
 
 

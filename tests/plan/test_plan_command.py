@@ -13,7 +13,7 @@ from bench.ground import costs as gc
 
 SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "circuits" / "induction-heads-exist.toml")
 RATES = gc.Rates(forward=1e9, backward=5e8, generate=2.5e8, call_layer_s=1e-3, kernel=1e8, base_bytes=1 << 28,
-                 load_bps=1e8)
+                 load_bps=1e8, head=2e9, bandwidth=4e9)
 
 
 def test_shape_counts_the_parameters_of_a_real_model(tiny_tokenizer):
@@ -33,11 +33,12 @@ def test_seconds_and_bytes_by_hand():
     w = gc.Work(forward=10, head=10, backward=5, backward_head=5, generated=4, calls=3, steps=2, trainable=100,
                 context=6, flops=1e3)
     attn = 4 * 2 * 2 * 2 * 6  # 4 × layers × heads × head size × context = 192
-    fwd = 10 * (2 * 288 + attn) + 10 * 80
-    bwd = 3 * (5 * (2 * 288 + attn) + 5 * 80)
-    gen = 4 * (2 * 288 + attn + 80)
-    assert gc.flops(s, w) == (fwd, bwd, gen)
-    expected = fwd / 1e9 + bwd / 5e8 + gen / 2.5e8 + 3 * 2 * 1e-3 + (1e3 + 16 * 2 * 100) / 1e8
+    per = 2 * 288 + attn
+    f = gc.flops(s, w)
+    assert f == {"forward": 10 * per, "backward": 3 * 5 * per, "generate": 4 * per, "head": 80 * (10 + 3 * 5 + 4)}
+    per_call = 2 * 1e-3 + 328 * 4 / RATES.bandwidth  # overhead per layer, one read of the float32 weights
+    expected = (10 * per / 1e9 + 15 * per / 5e8 + 4 * per / 2.5e8 + 80 * 29 / RATES.head + 3 * per_call
+                + (1e3 + 16 * 2 * 100) / 1e8)
     assert gc.seconds(s, w, RATES) == pytest.approx(expected, rel=1e-12)
     m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
     # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
