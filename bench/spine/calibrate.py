@@ -24,7 +24,7 @@ from bench.ground.store import atomic_write_json, cache_root, sha256_bytes
 
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
               num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
-BATCH, LENGTH, ROWS, STEPS = 8, 128, 16, 24
+BATCH, LENGTH, ROWS, STEPS = 8, 128, 64, 24
 HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
 
 
@@ -123,12 +123,12 @@ def measure(device: str = "cpu") -> Rates:
     def decode():
         with torch.no_grad():
             out = model(input_ids=rows, use_cache=True, logits_to_keep=1)
-            past, nxt = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+            past, nxt = out.cache, out.logits[:, -1].argmax(-1, keepdim=True)
             sync()
             t = time.perf_counter()
             for _ in range(STEPS):
-                out = model(input_ids=nxt, past_key_values=past, use_cache=True)
-                past, nxt = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+                out = model(input_ids=nxt, cache=past, use_cache=True)
+                past, nxt = out.cache, out.logits[:, -1].argmax(-1, keepdim=True)
             sync()
             return time.perf_counter() - t
 
@@ -138,16 +138,16 @@ def measure(device: str = "cpu") -> Rates:
     a = torch.randn(384, 384, dtype=torch.float64, device=dev)
     t_mm = _best(lambda: (a @ a, sync()))
     kernel = 2 * 384 ** 3 / max(1e-9, t_mm)
-    with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp)
-        size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp) if f.endswith(".safetensors"))
-        bars = tf.utils.logging.is_progress_bar_enabled()
-        tf.utils.logging.disable_progress_bar()
-        try:
+    bars = tf.utils.logging.is_progress_bar_enabled()
+    tf.utils.logging.disable_progress_bar()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp)
+            size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp) if f.endswith(".safetensors"))
             t_load = _best(lambda: tf.LlamaForCausalLM.from_pretrained(tmp), repeat=2)
-        finally:
-            if bars:
-                tf.utils.logging.enable_progress_bar()
+    finally:
+        if bars:
+            tf.utils.logging.enable_progress_bar()
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, load_bps=size / max(1e-9, t_load), head=head, bandwidth=bandwidth,
                  machine=machine_key(device))
