@@ -2,8 +2,8 @@
 the units the profile measures beside the units the claim's test needs for 80% power.
 
 Each cell's cost comes from its probe's cost model (:mod:`bench.ground.costs`) on the model's config and
-tokenizer (:mod:`bench.models.shapes`: no weights are read).  Cells are counted in plan order, as a cold run
-executes them: work that probes share through the memo cache is counted in the first cell that needs it, a cell
+tokenizer (:mod:`bench.models.shapes`: no weights are read).  Cells are counted in the order a cold run
+executes them (grouped by model, in plan order of each model's first cell): work that probes share through the memo cache is counted in the first cell that needs it, a cell
 whose probe, parameters and seed an earlier cell of the same model already measured costs nothing (the run
 reads it from the cache), and a model's first cell also pays for loading its weights.
 
@@ -97,7 +97,8 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
     on_gpu = device != "cpu" and not device.startswith("mps")
     width = _dtype_bytes(dtype)
     rows = []
-    for cell in cells:
+    first = {m: i for i, m in reversed(list(enumerate(c.model for c in cells)))}
+    for cell in sorted(cells, key=lambda c: first[c.model]):  # as the executors run them: grouped by model
         ref = refs[cell.model]
         base = ref.base.name if hasattr(ref, "base") else cell.model
         if base not in read:
