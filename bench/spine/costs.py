@@ -3,9 +3,10 @@ the units the profile measures beside the units the claim's test needs for 80% p
 
 Each cell's cost comes from its probe's cost model (:mod:`bench.ground.costs`) on the model's config and
 tokenizer (:mod:`bench.models.shapes`: no weights are read).  Cells are counted in the order a cold run
-executes them (grouped by model, in plan order of each model's first cell): work that probes share through the memo cache is counted in the first cell that needs it, a cell
-whose probe, parameters and seed an earlier cell of the same model already measured costs nothing (the run
-reads it from the cache), and a model's first cell also pays for loading its weights.
+executes them (grouped by model, in plan order of each model's first cell): work that probes share through the
+memo cache is counted in the first cell that needs it, a cell whose probe, parameters and seed an earlier cell
+of the same model already measured costs nothing (the run reads it from the cache), and a model's first cell
+also pays for loading its weights.
 
 Power: for each sub-rule with a bound (``min`` / ``max``), the reference effect is the one a REFUTED is judged
 against (:mod:`bench.stats.sensitivity`): ``smallest_effect`` against the bound, else the bound against 0.
