@@ -15,8 +15,9 @@ cold run computes it once (a key that starts with ``global|`` once per run: work
 
 Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks without and with gradients,
 decoding, the LM head) + model calls × (a measured overhead per layer + one read of the weights at the measured
-memory bandwidth); FLOPs per token are 2 × the block parameters (× 3 with the backward pass) plus the attention
-scores (4 × layers × heads × head size × context), plus 2 × vocabulary × d_model for each LM-head position.
+memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth.  FLOPs per token are
+2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers × heads × head size
+× context), plus 2 × vocabulary × d_model for each LM-head position.
 Bytes (:func:`peak_bytes`) = weights in the run's dtype + the largest batch's activations, logits (float32),
 attention maps and KV cache + trained parameters with their gradients and AdamW state + stated extras.
 """
@@ -30,6 +31,7 @@ from typing import Any, Callable, Mapping
 from bench.ground import params as tables
 from bench.ground.registry import Registry, _discover_measure
 
+ADAMW_BYTES = 28  # an AdamW step reads weight, gradient and two moments and writes three of them (float32)
 NOT_GATED = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "falcon", "gpt_bigcode")  # FFN types with two matrices
 
 
@@ -229,12 +231,13 @@ def flops(shape: Shape, w: Work) -> dict[str, float]:
 
 def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
     """Predicted seconds of `w` (module docstring): each kind of FLOPs at its measured rate, every model call
-    its per-layer overhead and one read of the weights, an optimizer step 16 FLOPs per trained parameter."""
+    its per-layer overhead and one read of the weights, an AdamW step its memory traffic (:data:`ADAMW_BYTES`
+    per trained parameter) at the measured bandwidth."""
     f = flops(shape, w)
     per_call = shape.n_layers * rates.call_layer_s + shape.n_params * dtype_bytes / rates.bandwidth
     return (f["forward"] / rates.forward + f["backward"] / rates.backward + f["generate"] / rates.generate
-            + f["head"] / rates.head + w.calls * per_call
-            + (w.flops + 16.0 * w.steps * w.trainable) / rates.kernel)
+            + f["head"] / rates.head + w.calls * per_call + w.flops / rates.kernel
+            + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth)
 
 
 def peak_bytes(shape: Shape, w: Work, dtype_bytes: int) -> int:

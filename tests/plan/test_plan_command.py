@@ -38,7 +38,7 @@ def test_seconds_and_bytes_by_hand():
     assert f == {"forward": 10 * per, "backward": 3 * 5 * per, "generate": 4 * per, "head": 80 * (10 + 3 * 5 + 4)}
     per_call = 2 * 1e-3 + 328 * 4 / RATES.bandwidth  # overhead per layer, one read of the float32 weights
     expected = (10 * per / 1e9 + 15 * per / 5e8 + 4 * per / 2.5e8 + 80 * 29 / RATES.head + 3 * per_call
-                + (1e3 + 16 * 2 * 100) / 1e8)
+                + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth)
     assert gc.seconds(s, w, RATES) == pytest.approx(expected, rel=1e-12)
     m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
     # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
