@@ -18,6 +18,7 @@ decoding, the LM head) + model calls × (a measured overhead per layer + one rea
 memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth.  FLOPs per token are
 2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers × heads × head size
 × context), plus 2 × vocabulary × d_model for each LM-head position.
+
 Bytes (:func:`peak_bytes`) = weights in the run's dtype + the largest batch's activations, logits (float32),
 attention maps and KV cache + trained parameters with their gradients and AdamW state + stated extras.
 """
