@@ -35,7 +35,8 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
     demos, chunks = study.split(design)
     prompts = Prompts.draw(demos, k, shots, np.random.default_rng([m.seed, 1]))
     grow = chunks if unknown == "pool" else chunks[:1]
-    parts = [(f"knowledge-before|{c}", _count_correct(m, chunk, prompts, max_new, eval_batch))
+    ask_key = f"{corpus}|{n_demos}|{n_pool}|{k}|{shots}|{max_new}|{eval_batch}"  # what the memo keys hold
+    parts = [(f"knowledge-before|{ask_key}|{c}", _count_correct(m, chunk, prompts, max_new, eval_batch))
              for c, chunk in enumerate(grow)]
     first = chunks[0] if chunks else []
     trained = first[:n_train]  # stand-ins of the same format for the facts the run will pick
@@ -54,7 +55,8 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
             tw = mc.fit(m.tokenizer, exs, replace(rec), m.shape.n_params if full else mc.lora_params(m.shape, targets, r))
             if full:
                 tw = tw + Work(full_copy=True)
-            parts.append((f"knowledge-after|{cond}|{s}", tw + ev + zero))
+            parts.append((f"knowledge-after|{ask_key}|{unknown}|{n_train}|{n_mix}|{max_pool}|{cond}|{rec}",
+                          tw + ev + zero))
     n_seeds = len(list(seeds) or [m.seed])
     return Cost(tuple(parts), units=len(first) * n_seeds, unit="facts × seeds",
                 notes=("every pool chunk counted (the pool grows while too few facts are Unknown)",
