@@ -18,7 +18,6 @@ measured spread, or without a reference effect, the units needed are unknown (No
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -175,29 +174,31 @@ def _bounded(rule: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any
 
 
 def units_for_power(cell: Cell, verdict: dict[str, Any] | None) -> tuple[int | None, str]:
-    """(units the claim's test needs for 80% power at its reference effect, or None; why)."""
-    from scipy import stats
+    """(units the claim's test needs for 80% power at its reference effect, or None; why), from
+    :func:`bench.stats.sensitivity.power_of` on the earlier verdict (its normal approximation: an earlier
+    record does not say whether the values were 0/1), the largest over the rule's bounded sub-rules."""
+    from bench.ground.verdicts import Verdict
+    from bench.stats import sensitivity
 
     spec = cell.spec
-    bounded = _bounded(spec.rule, dict(spec.rule_params()) if hasattr(spec, "rule_params") else dict(spec.verdict))
+    bounded = _bounded(spec.rule, dict(spec.rule_params()))
     if not bounded:
         return None, "the rule has no bound to power a test against"
     if verdict is None:
         return None, "no measured spread per unit yet (no earlier record of this claim × model)"
-    parts = verdict.get("parts") or [verdict]
+    top = (verdict.get("parts") or [verdict])[0] if verdict.get("runs") else verdict  # one training run's
+    parts = top.get("parts") or [top]
     needs = []
     for i, (_, p) in enumerate(bounded):
-        v = parts[i] if i < len(parts) else verdict
-        bound = float(p["min"] if p.get("min") is not None else p["max"])
-        e = p.get("smallest_effect", spec.verdict.get("smallest_effect"))
-        delta = abs(float(e) - bound) if e is not None else abs(bound)
-        n, lo, hi = v.get("n"), v.get("ci_low"), v.get("ci_high")
-        if not delta or not n or n < 2 or lo is None or hi is None:
-            return None, "no reference effect (bound 0 and no smallest_effect)" if not delta else "no interval measured"
-        alpha = float(v.get("alpha") or spec.verdict.get("alpha", 0.05))
-        se = (hi - lo) / 2 / float(stats.t.ppf(0.975, n - 1))
-        za, zb = float(stats.norm.ppf(1 - alpha)), float(stats.norm.ppf(0.8))
-        needs.append(max(2, int(math.ceil(n * ((za + zb) * se / delta) ** 2))))
+        d = parts[i] if len(parts) == len(bounded) else top
+        v = Verdict.from_json({k: x for k, x in d.items() if k != "profile"})
+        bound, side = (float(p["min"]), 1) if p.get("min") is not None else (float(p["max"]), -1)
+        effect = p.get("smallest_effect", spec.verdict.get("smallest_effect"))
+        with sensitivity.reference({"smallest_effect": effect}):
+            _, need, words = sensitivity.power_of(v, bound, side, binary=False)
+        if need is None:
+            return None, f"no units needed can be said at {words} (no reference effect, or no interval measured)"
+        needs.append(need)
     return max(needs), f"spread from the earlier record (n = {verdict.get('n')})"
 
 

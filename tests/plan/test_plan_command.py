@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench.ground import costs as gc
@@ -143,3 +144,28 @@ def test_rates_are_cached_per_machine(tmp_path, monkeypatch):
     assert calls == ["cpu"]  # measured once, then read back
     stored = json.loads(next((tmp_path / "bench-cache" / "calibration").glob("*.json")).read_text())
     assert stored == asdict(RATES)
+
+
+def test_units_for_power_from_an_earlier_record(cli, config_only, calibrated, tmp_path):
+    """Known answer: each sub-rule's spread from the earlier verdict's interval, n · ((z₀.₉₅ + z₀.₈) · se / Δ)²
+    with Δ the bound against 0; the claim needs the larger of the two."""
+    from scipy import stats
+
+    parts = [{"outcome": "SUPPORTED", "reason": "", "rule": "threshold", "n": 16, "ci_low": 0.5, "ci_high": 0.7,
+              "alpha": 0.05},
+             {"outcome": "SUPPORTED", "reason": "", "rule": "paired_difference", "n": 16, "ci_low": 1.5,
+              "ci_high": 2.5, "alpha": 0.05}]
+    verdict = {"outcome": "SUPPORTED", "reason": "", "rule": "all", "n": 16, "ci_low": 0.5, "ci_high": 0.7,
+               "parts": parts}
+    run = tmp_path / "runs" / "20260101-000000-000-aaaa"
+    run.mkdir(parents=True)
+    (run / "record.json").write_text(json.dumps({"profile": "smoke", "cells": [
+        {"spec": {"id": "circuits.induction-heads-exist"}, "model": str(config_only), "verdict": verdict}]}))
+    res = cli(*["plan", SPEC, "--models", str(config_only), "--json", "--runs-dir", str(tmp_path / "runs")])
+    cell = json.loads(res.output.splitlines()[0])
+    z = stats.norm.ppf(0.95) + stats.norm.ppf(0.8)
+    t = stats.t.ppf(0.975, 15)
+    need = [int(np.ceil(16 * (z * (hi - lo) / 2 / t / bound) ** 2)) for lo, hi, bound in ((0.5, 0.7, 0.4),
+                                                                                         (1.5, 2.5, 1.0))]
+    assert need == [2, 6]
+    assert cell["units_for_power"] == 6 and cell["units"] == 16
