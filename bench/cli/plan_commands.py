@@ -68,12 +68,14 @@ def plan(paths, models_, profile, device, dtype, seed, control, revision, gpu_me
             click.echo(json.dumps(r.to_json()))
         click.echo(json.dumps({"totals": totals}))
         sys.exit(0)
+    for r in [r for r in rows if r.notes and r.notes[0].startswith("no cost counted")]:
+        click.echo(f"note: {r.claim} × {r.model}: {r.notes[0]}", err=True)
     for r in rows:
         power = (f"{r.units}/{r.units_for_power}" if r.units_for_power is not None
                  else f"{r.units if r.units is not None else '–'}/?")
-        click.echo(f"{r.claim:45.45s} {r.model:24.24s} {_duration(r.predicted_s):>9s}  host {_gib(r.peak_host_bytes):>10s}"
-                   f"  device {_gib(r.peak_device_bytes):>10s}  {'fits' if r.fits else 'DOES NOT FIT'}"
-                   f"  units {power} {r.unit}")
+        click.echo(f"{r.claim:45.45s} {r.model:24.24s} {_duration(r.predicted_s):>9s}  host "
+                   f"{_gib(r.peak_host_bytes):>10s}  device {_gib(r.peak_device_bytes):>10s}  "
+                   f"{'fits' if r.fits else 'DOES NOT FIT'}  units {power} {r.unit}")
     for name, t in totals.items():
         label = "run" if name == "all" else name
         click.echo(f"total {label}: {_duration(t['predicted_s'])} for {t['cells']} cells, peak host "

@@ -108,9 +108,11 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         info = cell.probe
         planned = gc.Planned(shape=shape, tokenizer=tok, seed=cell.seed, dtype_bytes=width, name=cell.model)
         try:
+            if info.name not in gc.costs():
+                raise LookupError(f"probe '{info.name}' has no cost model (@cost_def)")
             cost = gc.cost_of(info, planned, cell.spec.probe_params())
         except Exception as exc:  # noqa: BLE001 - only when not strict: a plan never stops a run by itself
-            if strict:
+            if strict and not isinstance(exc, LookupError):
                 raise
             rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, 0.0, 0, 0, True, None, "", None,
                             "", [f"no cost counted: {type(exc).__name__}: {str(exc)[:120]}"]))
