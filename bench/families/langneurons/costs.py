@@ -59,9 +59,13 @@ def _selection(m: Planned, setup: shared.Setup, sp, methods) -> list[tuple[str, 
     return parts
 
 
-def _bits(m: Planned, setup: shared.Setup, sp, langs: list[str], label: str, micro_tokens: int) -> tuple[str, Work]:
-    seqs = [tx.encode(m.tokenizer, t) for lang in langs for t in sp.evaluation.side(lang)]
-    return f"bits|{label}|{','.join(langs)}|{setup}", _batched(seqs, micro_tokens, head="real")
+def _bits(m: Planned, setup: shared.Setup, sp, langs: list[str], label: str,
+          micro_tokens: int) -> list[tuple[str, Work]]:
+    """:func:`.shared.condition_bits`: cached per language and neuron set, so one part per language (the
+    probe batches the languages it still needs together; counted apart, the padding differs a little)."""
+    return [(f"bits|{label}|{lang}|{setup}",
+             _batched([tx.encode(m.tokenizer, t) for t in sp.evaluation.side(lang)], micro_tokens, head="real"))
+            for lang in langs]
 
 
 @cost_def("activation_stats")
@@ -85,11 +89,11 @@ def deactivation_cost(m: Planned, p: DeactivationParams) -> Cost:
     langs = list(sp.evaluation.languages)
     methods = list(dict.fromkeys([*p.full, *p.diagonal]))
     parts = _selection(m, setup, sp, methods + ([p.sized_like] if p.sized_like else []))
-    parts.append(_bits(m, setup, sp, langs, "none", p.micro_tokens))
+    parts += _bits(m, setup, sp, langs, "none", p.micro_tokens)
     for meth in methods:
         for x in langs:
-            parts.append(_bits(m, setup, sp, langs if meth in p.full else [x], f"{meth}|{x}|{p.band}|{p.sized_like}",
-                               p.micro_tokens))
+            parts += _bits(m, setup, sp, langs if meth in p.full else [x], f"{meth}|{x}|{p.band}|{p.sized_like}",
+                           p.micro_tokens)
     return Cost(tuple(parts), units=len(sp.evaluation.texts), unit="evaluation texts", notes=(WORST,))
 
 

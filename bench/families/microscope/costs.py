@@ -125,14 +125,19 @@ def _measure(m: Planned, p: ContextParams, who: str) -> list[tuple[str | None, W
     train = [it for it in items if it.sample >= s.n_texts]
     evals = [it for it in items if it.sample < p.n_eval]
     k = cfg.prefix
-    n_test = sum(len(full_prefix_examples(it, k)) for it in evals)
-    vocab = len({t for it in items for t in it.ids}) if cfg.vocab == "corpus" else m.shape.vocab
+    examples = {id(it): full_prefix_examples(it, k) for it in train + evals}
+    n_test = sum(len(examples[id(it)]) for it in evals)
+    vocab = (len({t for ex in examples.values() for _, pre in ex for t in pre}) if cfg.vocab == "corpus"
+             else m.shape.vocab)  # the softmax's ids: those of the prefixes, as the probe takes them
     share = vocab / m.shape.vocab
     L = m.shape.n_layers
     frac = (cfg.decoder_layers or L) / L if cfg.reader == "lm" else 0.0
     rows = cfg.batch * (k + 1)
-    step = Work(backward=int(rows * frac), backward_head=int(cfg.batch * k * share), calls=1, steps=1,
-                context=k + 1, grad_tokens=int(rows * frac), logit_rows=int(cfg.batch * k * share),
+    heads = int(cfg.batch * k * share)  # head rows, in units of the whole vocabulary
+    # the head is frozen: its backward pass is one more product of its size (no weight gradient), so a step
+    # costs two head products, counted as head positions; the blocks of an LM copy run forward and back
+    step = Work(backward=int(rows * frac), head=2 * heads, calls=1, steps=1, context=k + 1,
+                grad_tokens=int(rows * frac), logit_rows=heads,
                 trainable=int(mc.lora_params(m.shape, "all", cfg.lora_rank) * frac if cfg.reader == "lm" else 0)
                 + 2 * m.shape.d_model * (cfg.hidden or m.shape.d_model))
     score = Work(forward=int(n_test * (k + 1) * frac), head=int(n_test * k * share), calls=-(-n_test // cfg.eval_batch))
