@@ -91,8 +91,9 @@ def deactivation_cost(m: Planned, p: DeactivationParams) -> Cost:
     parts = _selection(m, setup, sp, methods + ([p.sized_like] if p.sized_like else []))
     parts += _bits(m, setup, sp, langs, "none", p.micro_tokens)
     for meth in methods:
+        sized = p.sized_like if meth in ("lap", "lave", "pv") else ""  # only these follow another set's sizes
         for x in langs:
-            parts += _bits(m, setup, sp, langs if meth in p.full else [x], f"{meth}|{x}|{p.band}|{p.sized_like}",
+            parts += _bits(m, setup, sp, langs if meth in p.full else [x], f"{meth}|{x}|{p.band}|{sized}",
                            p.micro_tokens)
     return Cost(tuple(parts), units=len(sp.evaluation.texts), unit="evaluation texts", notes=(WORST,))
 
