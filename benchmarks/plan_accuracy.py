@@ -1,6 +1,6 @@
 """How well `bench plan` predicted a finished run: predicted ÷ measured seconds per cell and in total.
 
-    python benchmarks/plan_accuracy.py RUN_DIR [--specs DIR] [--json]
+    python benchmarks/plan_accuracy.py RUN_DIR [--specs DIR] [--rates CALIBRATION.json] [--json]
 
 RUN_DIR is a run folder (its record.json) or a runs folder holding one (the latest is taken).  The cells are
 planned again from the record's own settings (models, profile, device, dtype, seed, control) on the specs it
@@ -34,6 +34,9 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--specs", type=Path, default=ROOT / "specs", help="the specs folder the run used")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rates", type=Path, default=None,
+                    help="a calibration's JSON (bench cache folder, calibration/) to plan with instead of this "
+                         "machine's cached one: to compare calibrations taken under different loads")
     args = ap.parse_args()
 
     from bench.ground import spec
@@ -45,7 +48,10 @@ def main() -> None:
     specs = [x for x in spec.load_specs((args.specs,)) if x.id in ids]
     opts = run.Options(models=tuple(s["models"]), profile=s["profile"], device=s["device"], dtype=s["dtype"],
                        seed=s["seed"], control=s.get("control"), revision=s.get("revision"))
-    rows = {(r.claim, r.model): r for r in costs.for_run(specs, opts)}
+    from bench.ground.costs import Rates
+
+    rates = Rates(**json.loads(args.rates.read_text())) if args.rates else None
+    rows = {(r.claim, r.model): r for r in costs.for_run(specs, opts, rates=rates)}
     out, pred_total, meas_total = [], 0.0, 0.0
     for c in record["cells"]:
         r = rows.get((c["spec"]["id"], c["model"]))
