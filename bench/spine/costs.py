@@ -137,7 +137,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         need, why = units_for_power(cell, before)
         units, unit = cost.units, cost.unit  # the rule's own n when an earlier run of this profile has one
         if before is not None and before.get("profile") == cell.spec.profile:
-            units, unit = int(before["n"]), "units of the rule (earlier record)"
+            units = int(before["n"])
         rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, round(seconds, 2), int(host), int(dev),
                         fits, units, unit, need, why,
                         list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else []),
