@@ -4,6 +4,6 @@
 the group when it is imported here.
 """
 
-from bench.cli import check_commands, record_commands, run_commands, spec_commands  # noqa: F401 - they register
+from bench.cli import check_commands, plan_commands, record_commands, run_commands, spec_commands  # noqa: F401
 from bench.cli.base import EXIT_INTERNAL, _quiet_libraries, main, verbosity  # noqa: F401
 from bench.cli.run_commands import OUTPUT_OPTIONS, audit, verify  # noqa: F401

@@ -90,6 +90,7 @@ def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, audit=audit, refs=refs, command=" ".join(["bench", *sys.argv[1:]]),
                        **run_options)
+    _check_plan(specs, opts)
     result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0 or as_json))
     if as_json:
         click.echo(results.to_json(results.rows(result.record)), nl=False)
@@ -98,6 +99,32 @@ def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail
     if not no_report:
         _render(result.run_dir, report_dir, pdf=not no_pdf, err=as_json)
     sys.exit(run.exit_code(result.verdicts, fail_on))
+
+
+def _check_plan(specs, opts) -> None:
+    """Before any work: refuse (exit 2) a cell predicted not to fit in memory, and say the predicted total of a
+    run predicted to take longer than three minutes (``bench plan`` shows every cell)."""
+    from bench.ground.errors import UsageError
+    from bench.spine import costs, replay, run
+
+    try:
+        fast = replay.cheap_device(opts.device) if replay.enabled() else None
+        k = replay.key(specs, run.settings(opts, fast)) if fast is not None else None
+        if k and replay.load(k) is not None:
+            return  # the run will be read back whole: nothing to plan
+        rows, total = costs.before_run(specs, opts)
+    except Exception as exc:  # noqa: BLE001 - a plan that cannot be made never stops a run; the run says why
+        if verbosity() > 0:
+            click.echo(f"note: no plan for this run ({type(exc).__name__}: {exc})", err=True)
+        return
+    for r in rows:
+        if not r.fits:
+            raise UsageError(f"{r.claim} × {r.model} is predicted not to fit in memory: peak host "
+                             f"{r.peak_host_bytes / 2**30:.2f} GiB, device {r.peak_device_bytes / 2**30:.2f} GiB "
+                             f"(bench plan shows every cell and the memory it plans against)")
+    if total is not None and total > costs.ANNOUNCE_S and verbosity() >= 0:
+        click.echo(f"plan: about {total / 60:.1f} min predicted for {len(rows)} cells (bench plan for each cell)",
+                   err=True)
 
 
 def _resolve_first(names, revision) -> dict:

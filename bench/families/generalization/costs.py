@@ -1,0 +1,114 @@
+"""Cost model of ``sft_vs_rl`` (:mod:`bench.ground.costs`), stage by stage as :class:`.probes._Run` computes
+them: held-out evaluation (both splits decoded greedily), the SFT-initialised checkpoint, and per arm and seed
+the training run, its checkpoint evaluations and the final one.  An RL step samples `group` answers per prompt
+(every row runs to the budget: sampling keeps finished rows in the batch) and runs one forward and backward
+pass over prompts and answers; an SFT step one forward and backward pass over prompts and targets."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+from bench.ground.costs import Cost, Planned, Work, cost_def
+from bench.families.generalization import tasks
+from bench.families.generalization.train_loop import TrainConfig, flops_of, step_batches, step_tokens, steps_for_flops
+from bench.models import costs as mc
+
+
+def _decode_rl(tok, prompts: list[str], cfg: TrainConfig) -> Work:
+    """One RL step: sampling `group` answers per prompt in one batch, then the policy-gradient pass."""
+    expanded = [p for p in prompts for _ in range(cfg.group)]
+    rows = [tok(p)["input_ids"] for p in expanded]
+    from bench.models import decoding
+
+    P = decoding.shared_length(rows)
+    S = max(len(r) for r in rows) - P
+    n = len(expanded)
+    sample = Work(forward=P + n * S, head=1 + n, generated=n * (cfg.max_new_tokens - 1), calls=1 + cfg.max_new_tokens,
+                  context=P + S + cfg.max_new_tokens, batch_tokens=n * S, logit_rows=n,
+                  kv_tokens=n * (P + S + cfg.max_new_tokens))
+    C = cfg.max_new_tokens
+    update = Work(backward=P + n * (S + C), backward_head=n * (C + 1) + (1 if P else 0), calls=2, steps=1,
+                  grad_tokens=P + n * (S + C), logit_rows=n * (C + 1))
+    return sample + update
+
+
+def _sft_step(tok, prompts: list[str], targets: list[str]) -> Work:
+    rows = [tok(p)["input_ids"] for p in prompts]
+    from bench.models import decoding
+
+    P = decoding.shared_length(rows)
+    S = max(len(r) for r in rows) - P
+    C = max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in targets)
+    n = len(prompts)
+    return Work(backward=P + n * (S + C), backward_head=n * (C + 1) + (1 if P else 0), calls=2, steps=1,
+                grad_tokens=P + n * (S + C),
+                logit_rows=n * (C + 1))
+
+
+@cost_def("sft_vs_rl")
+def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, ops: str, max_target: int,
+                   show_target: bool, demos: int, demo_faces: bool, n_init: int, init_steps: int, init_faces: bool,
+                   n_train: int, n_eval: int, steps: int, batch: int, group: int, sft_batch: int, lr: float,
+                   adapter: str, lora_rank: int, max_new_tokens: int, temperature: float, micro_batch: int,
+                   reward: str, seeds: int, curve_points: int) -> Cost:
+    tok, seed = m.tokenizer, m.seed
+    task = tasks.TaskConfig(n_cards, target or None, ops, max_target, show_target=show_target)
+    train_items = tasks.generate(task, "id", n_train, seed, stream=1)
+    init_task = tasks.TaskConfig(**{**asdict(task), "face_share": 0.5 if init_faces else 0.0})
+    init_items = tasks.generate(init_task, "id", n_init, seed, stream=4)
+    eval_items = {"id": tasks.generate(task, "id", n_eval, seed, stream=2, need_face=True),
+                  "ood": tasks.generate(task, "ood", n_eval, seed, stream=3, need_face=True)}
+    demo = {r: tasks.demo_items(task, r, demos, seed, faces=demo_faces) for r in ("id", "ood")}
+
+    def prompts(items):
+        return [tasks.prompt(it, demo[it.rule]) for it in items]
+
+    def targets(items):
+        return [f" {it.solution}\n" for it in items]
+
+    common = dict(batch=batch, group=group, lr=lr, adapter=adapter, lora_rank=lora_rank, lora_alpha=2 * lora_rank,
+                  max_new_tokens=max_new_tokens, temperature=temperature)
+    trainable = m.shape.n_params if adapter == "full" else mc.lora_params(m.shape, "all", lora_rank)
+    extra = Work(trainable=trainable, full_copy=adapter == "full")
+    evaluate = sum((mc.decode(tok, prompts(items), max_new_tokens, micro_batch=micro_batch, window=m.shape.window)
+                    for items in eval_items.values()), Work())
+
+    def fit(cfg: TrainConfig, items) -> Work:
+        ps, ts = prompts(items), targets(items)
+        w = extra
+        for idx in step_batches(len(ps), cfg):
+            w = w + (_sft_step(tok, [ps[i] for i in idx], [ts[i] for i in idx]) if cfg.method == "sft"
+                     else _decode_rl(tok, [ps[i] for i in idx], cfg))
+        return w
+
+    init_cfg = TrainConfig(method="sft", steps=init_steps, **{**common, "batch": sft_batch})
+    rl_cfg = TrainConfig(method="rl", steps=steps, **common)
+    parts = []
+    if "base_rl" in arms:
+        parts.append(("sft_vs_rl|base", evaluate))
+    init = fit(init_cfg, init_items) + evaluate
+    if {"sft", "rl"} & set(arms):
+        parts.append(("sft_vs_rl|initial", init))
+    for s in range(seeds):
+        perm = np.random.default_rng([seed, 7, s]).permutation(len(train_items))
+        order = [train_items[i] for i in perm]
+        for arm in ("sft", "rl", "base_rl"):
+            if arm not in arms:
+                continue
+            if arm == "sft":
+                budget = sum(flops_of(m.shape.n_params, rl_cfg, *t) for t in step_tokens(tok, rl_cfg, prompts(order)))
+                probe = TrainConfig(method="sft", steps=1, **{**common, "batch": sft_batch})
+                n = steps_for_flops(tok, m.shape.n_params, probe, prompts(order), targets(order), budget)
+                cfg = TrainConfig(method="sft", steps=n, **{**common, "batch": sft_batch})
+            else:
+                cfg = rl_cfg
+            every = cfg.steps // (curve_points + 1)
+            checks = len([k for k in range(1, cfg.steps) if every and k % every == 0])
+            w = fit(cfg, order) + evaluate.times(1 + checks)
+            if arm != "base_rl" and adapter == "full":
+                w = w + fit(init_cfg, init_items)  # full weights are not cached: the start is trained again
+            parts.append((f"sft_vs_rl|{arm}|{s}", w))
+    return Cost(tuple(parts), units=seeds * n_eval, unit="seeds × held-out hands",
+                notes=("each answer counted at its whole token budget (greedy answers may stop sooner)",))

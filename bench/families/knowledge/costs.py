@@ -1,0 +1,64 @@
+"""Cost model of the knowledge probe (:mod:`bench.ground.costs`), mirroring :mod:`.study`: the base model's
+categorisation of the pool (k few-shot prompts per fact), then per condition and seed a training run and the
+categorisation of the held-out and trained facts again, with a zero-shot check of the trained ones."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from bench.ground.costs import Cost, Planned, Work, cost_def
+from bench.families.knowledge import study
+from bench.families.knowledge.categorise import Prompts, ask
+from bench.models import costs as mc
+from bench.models.train import Example, Recipe
+
+
+def _count_correct(m: Planned, facts, prompts: Prompts, max_new: int, batch: int) -> Work:
+    """:func:`.categorise.count_correct`: per relation and prompt, one shared-prefix decoding of its facts."""
+    w = Work()
+    for rel in sorted({f.relation for f in facts}):
+        qs = [ask(f) for f in facts if f.relation == rel]
+        for j in range(prompts.k):
+            w = w + mc.decode(m.tokenizer, [prompts.prefixes[rel][j] + q for q in qs], max_new, micro_batch=batch,
+                              window=m.shape.window)
+    return w
+
+
+@cost_def("knowledge_shift")
+def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_pool: int, k: int, shots: int,
+                   max_new: int, eval_batch: int, unknown: str, n_train: int, n_mix: int, conditions: list[str],
+                   seeds: list[int], r: int, lora_alpha: float, rslora: bool, dropout: float, targets: str,
+                   lr: float, batch: int, epochs: int, schedule: str, full_lr: float, loss: str) -> Cost:
+    design = study.Design(corpus, n_demos, n_pool, k, shots, max_new, eval_batch, unknown, n_train, n_mix, max_pool)
+    demos, chunks = study.split(design)
+    prompts = Prompts.draw(demos, k, shots, np.random.default_rng([m.seed, 1]))
+    grow = chunks if unknown == "pool" else chunks[:1]
+    ask_key = f"{corpus}|{n_demos}|{n_pool}|{k}|{shots}|{max_new}|{eval_batch}"  # what the memo keys hold
+    parts = [(f"knowledge-before|{ask_key}|{c}", _count_correct(m, chunk, prompts, max_new, eval_batch))
+             for c, chunk in enumerate(grow)]
+    first = chunks[0] if chunks else []
+    trained = first[:n_train]  # stand-ins of the same format for the facts the run will pick
+    mix = first[n_train: n_train + n_mix]
+    lora = Recipe(method="lora", epochs=epochs, batch=batch, lr=lr, schedule=schedule, r=r, alpha=lora_alpha,
+                  rslora=rslora, dropout=dropout, targets=targets, loss=loss)
+    ev = _count_correct(m, first, prompts, max_new, eval_batch)  # the same prompts after every training run
+    zero = mc.decode(m.tokenizer, [ask(f) for f in trained], max_new, micro_batch=eval_batch, share=False)
+    for s in (list(seeds) or [m.seed]):
+        for cond in conditions:
+            rec = study.recipe_for(cond, lora, full_lr, s)
+            exs = [Example(ask(f), f" {f.answer}\n") for f in trained]
+            exs += ([Example(ask(f, 1), f" {f.answer}\n") for f in trained] if cond == "uk_paraphrase" else
+                    [Example(ask(f), f" {f.answer}\n") for f in mix] if cond == "uk_hk" else [])
+            full = rec.method == "full"
+            tw = mc.fit(m.tokenizer, exs, replace(rec), m.shape.n_params if full else mc.lora_params(m.shape, targets, r))
+            if full:
+                tw = tw + Work(full_copy=True)
+            parts.append((f"knowledge-after|{ask_key}|{unknown}|{n_train}|{n_mix}|{max_pool}|{cond}|{rec}",
+                          tw + ev + zero))
+    n_seeds = len(list(seeds) or [m.seed])
+    return Cost(tuple(parts), units=len(first) * n_seeds, unit="facts × seeds",
+                notes=("every pool chunk counted (the pool grows while too few facts are Unknown)",
+                       "each answer counted at its whole token budget",
+                       "held-out facts counted as the first chunk's (which facts are held out depends on the answers)"))

@@ -1,0 +1,255 @@
+"""What a probe costs before it runs: counted work, and the arithmetic that turns work into seconds and bytes.
+
+Every probe has a cost model beside it, registered with ``@cost_def("probe")``: a function that takes the same
+parameters as the probe (its table, or its keyword parameters with their defaults filled in) and, instead of a
+loaded model, a :class:`Planned` — the model's :class:`Shape` read from its config, its tokenizer, the run's
+seed and dtype — and returns a :class:`Cost`.  A cost model counts from the probe's own loops: the tokens of
+every forward pass (padding included, since it is computed), the positions whose LM-head logits are computed,
+the positions run forward and back for a gradient, the tokens decoded one at a time with a KV cache, the model
+calls, the optimizer steps, and the sizes of what the largest batch keeps.  Where a count depends on what the
+model outputs (a stop string, a pool that grows until enough facts are unknown) it counts the budget's worst
+case and says so in a note.
+
+Work that probes share through ``ctx.memo`` is a part with a key: a plan counts each key once per model, as a
+cold run computes it once (a key that starts with ``global|`` once per run: work that reads no model).
+
+Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks without and with gradients,
+decoding, the LM head) + model calls × (a measured overhead per layer + one read of the weights at the measured
+memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth.  FLOPs per token are
+2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers × heads × head size
+× context), plus 2 × vocabulary × d_model for each LM-head position.
+
+Bytes (:func:`peak_bytes`) = weights in the run's dtype + the largest batch's activations, logits (float32),
+attention maps and KV cache + trained parameters with their gradients and AdamW state + stated extras.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Mapping
+
+from bench.ground import params as tables
+from bench.ground.registry import Registry, _discover_measure
+
+ADAMW_BYTES = 28  # an AdamW step reads weight, gradient and two moments and writes three of them (float32)
+NOT_GATED = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "falcon", "gpt_bigcode")  # FFN types with two matrices
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a cost depends on, read from a model's config (never from its name)."""
+
+    n_layers: int
+    d_model: int
+    d_ff: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool = True
+    gated: bool = True
+    window: int | None = None  # the smallest sliding attention window, if any layer has one
+
+    @classmethod
+    def from_config(cls, config) -> "Shape":
+        cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+
+        def first(*names, default=None):
+            for n in names:
+                v = getattr(cfg, n, None)
+                if v is not None:
+                    return v
+            if default is None:
+                raise ValueError(f"the config has none of {names}")
+            return default
+
+        d = int(first("hidden_size", "n_embd", "d_model"))
+        heads = int(first("num_attention_heads", "n_head"))
+        return cls(n_layers=int(first("num_hidden_layers", "n_layer")), d_model=d,
+                   d_ff=int(first("intermediate_size", "n_inner", "ffn_dim", default=4 * d)), n_heads=heads,
+                   n_kv_heads=int(first("num_key_value_heads", default=heads)),
+                   head_dim=int(first("head_dim", default=d // heads)), vocab=int(first("vocab_size")),
+                   tied=bool(getattr(config, "tie_word_embeddings", getattr(cfg, "tie_word_embeddings", True))),
+                   gated=getattr(cfg, "model_type", "") not in NOT_GATED,
+                   window=int(cfg.sliding_window) if getattr(cfg, "sliding_window", None) else None)
+
+    @property
+    def attn_params(self) -> int:
+        q = self.n_heads * self.head_dim
+        return self.d_model * q * 2 + 2 * self.d_model * self.n_kv_heads * self.head_dim
+
+    @property
+    def ffn_params(self) -> int:
+        return (3 if self.gated else 2) * self.d_model * self.d_ff
+
+    @property
+    def block_params(self) -> int:
+        """Parameters of the blocks (attention and FFN matrices; norms are negligible)."""
+        return self.n_layers * (self.attn_params + self.ffn_params)
+
+    @property
+    def head_params(self) -> int:
+        return self.vocab * self.d_model
+
+    @property
+    def n_params(self) -> int:
+        return self.block_params + self.head_params * (1 if self.tied else 2)
+
+    def attention_flops(self, context: int) -> float:
+        """FLOPs of one position's attention scores and weighted sum over `context` positions."""
+        return 4.0 * self.n_layers * self.n_heads * self.head_dim * max(1, context)
+
+
+@dataclass(frozen=True)
+class Work:
+    """Counted work of one part of a probe.  Time fields add up; memory fields (``batch_tokens`` on) are the
+    largest batch's and take the maximum."""
+
+    forward: int = 0       # positions run through every block without gradients (padding included)
+    head: int = 0          # of those, positions whose LM-head logits are computed
+    backward: int = 0      # positions run forward and back through the blocks for a gradient
+    backward_head: int = 0  # of those, positions whose logits enter the loss
+    generated: int = 0     # tokens decoded one step at a time with a KV cache (each through blocks and head)
+    calls: int = 0         # model calls (forward passes and decoding steps): each costs a per-layer overhead
+    steps: int = 0         # optimizer steps
+    context: int = 0       # longest sequence a position attends over (the attention term)
+    flops: float = 0.0     # arithmetic outside the model (Gram sums, small trained models, baselines)
+    batch_tokens: int = 0  # positions of the largest no-gradient batch
+    grad_tokens: int = 0   # positions of the largest batch kept for a backward pass
+    logit_rows: int = 0    # LM-head rows of the largest batch held at once (float32)
+    attention_maps: int = 0  # attention probabilities kept at once (batch × layers × heads × T²)
+    kv_tokens: int = 0     # KV-cache positions held at once (rows × length)
+    trainable: int = 0     # parameters trained (adapters; all of them for a full fine-tune)
+    full_copy: bool = False  # a trained float32 copy of the whole model beside it
+    extra_bytes: int = 0   # other buffers kept at once (Gram matrices, stored states)
+
+    TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "steps", "flops")
+
+    def __add__(self, other: "Work") -> "Work":
+        out = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            out[f.name] = a + b if f.name in self.TIME else (a or b) if isinstance(a, bool) else max(a, b)
+        return Work(**out)
+
+    def times(self, k: int) -> "Work":
+        """The time fields `k` times over (a loop run k times), the memory fields once."""
+        return replace(self, **{n: getattr(self, n) * k for n in self.TIME})
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A probe's counted work in parts (a key names work shared through ``ctx.memo``; None: the cell's own),
+    the number of units its frame measures (texts, facts, sequences, seeds) and notes on worst cases."""
+
+    parts: tuple[tuple[str | None, Work], ...]
+    units: int | None = None
+    unit: str = ""
+    notes: tuple[str, ...] = ()
+
+    def total(self, done: set[str] | None = None) -> Work:
+        """The work of the parts not in `done` (keys already counted), in one."""
+        out = Work()
+        for key, w in self.parts:
+            if key is None or done is None or key not in done:
+                out = out + w
+        return out
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a cost model gets instead of a loaded model."""
+
+    shape: Shape
+    tokenizer: Any
+    seed: int = 0
+    dtype_bytes: int = 4
+    name: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Measured speeds of this machine: FLOP/s of no-gradient forward, of forward+backward and of cached
+    decoding; seconds of overhead per layer of every model call; FLOP/s of small kernels outside the model;
+    bytes the process holds before any model (torch and transformers imported); weight bytes loaded per
+    second; FLOP/s of the LM head's wide products; memory bandwidth."""
+
+    forward: float
+    backward: float
+    generate: float
+    call_layer_s: float
+    kernel: float
+    base_bytes: int
+    load_bps: float = 2e8  # bytes of weights loaded per second
+    head: float = 0.0  # FLOP/s of LM-head-sized products (a wide matrix and its log-softmax); 0: the forward rate
+    bandwidth: float = 1e10  # bytes/s of streaming memory: each model call reads the weights once
+    machine: str = ""
+
+    def __post_init__(self):
+        if not self.head:
+            object.__setattr__(self, "head", self.forward)
+
+
+COSTS: Registry[Callable] = Registry("cost model", _discover_measure)
+
+
+def cost_def(probe_name: str):
+    """Register the cost model of probe `probe_name` (see the module docstring)."""
+
+    def wrap(fn: Callable) -> Callable:
+        COSTS.add(probe_name, fn)
+        return fn
+
+    return wrap
+
+
+def costs() -> dict[str, Callable]:
+    return COSTS.all()
+
+
+def cost_of(info, planned: Planned, values: Mapping[str, Any]) -> Cost:
+    """The cost of probe `info` (a ProbeInfo) with flat spec `values`, given as the probe takes them."""
+    fn = COSTS.get(info.name)
+    if info.table is not None:
+        return fn(planned, tables.build(info.table, values, info.table_default))
+    full = {n: p.default for n, p in info.params.items() if not p.required}
+    full.update(values)
+    accepted = inspect.signature(fn).parameters
+    return fn(planned, **{k: v for k, v in full.items() if k in accepted})
+
+
+def flops(shape: Shape, w: Work) -> dict[str, float]:
+    """FLOPs of `w` on a model of `shape`: through the blocks without gradients (``forward``), with the backward
+    pass (``backward``), decoding (``generate``), and of the LM head in all three (``head``)."""
+    per_block = 2.0 * shape.block_params + shape.attention_flops(w.context)
+    head = 2.0 * shape.head_params
+    return {"forward": w.forward * per_block, "backward": 3.0 * w.backward * per_block,
+            "generate": w.generated * per_block,
+            "head": head * (w.head + 3.0 * w.backward_head + w.generated)}
+
+
+def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
+    """Predicted seconds of `w` (module docstring): each kind of FLOPs at its measured rate, every model call
+    its per-layer overhead and one read of the weights, an AdamW step its memory traffic (:data:`ADAMW_BYTES`
+    per trained parameter) at the measured bandwidth."""
+    f = flops(shape, w)
+    per_call = shape.n_layers * rates.call_layer_s + shape.n_params * dtype_bytes / rates.bandwidth
+    return (f["forward"] / rates.forward + f["backward"] / rates.backward + f["generate"] / rates.generate
+            + f["head"] / rates.head + w.calls * per_call + w.flops / rates.kernel
+            + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth)
+
+
+def peak_bytes(shape: Shape, w: Work, dtype_bytes: int) -> int:
+    """Peak bytes of the model and what `w`'s largest batch keeps (module docstring)."""
+    d, f, L = shape.d_model, shape.d_ff, shape.n_layers
+    weights = shape.n_params * dtype_bytes
+    working = w.batch_tokens * (6 * d + 3 * f) * dtype_bytes  # one layer's activations at a time
+    kept = w.grad_tokens * L * (12 * d + 4 * f) * dtype_bytes  # every layer's activations, for backward
+    logits = (w.logit_rows * shape.vocab) * 4 * 3  # float32 logits, their softmax and its gradient
+    maps = w.attention_maps * 4
+    kv = w.kv_tokens * 2 * L * shape.n_kv_heads * shape.head_dim * dtype_bytes
+    train = w.trainable * 4 * 4  # float32 weight, gradient and two AdamW moments
+    copy = shape.n_params * 4 if w.full_copy else 0
+    return int(weights + working + kept + logits + maps + kv + train + copy + w.extra_bytes)

@@ -1,0 +1,106 @@
+"""Counted work of the shared model mechanisms (decoding, padded passes, training steps), for the probes' cost
+models (:mod:`bench.ground.costs`).  Each function mirrors the batching of the function it is named after,
+on token counts from the tokenizer, and counts a decoded answer at its full token budget (the worst case: a
+stop string or end-of-sequence only shortens it)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from bench.ground.costs import Work
+from bench.models import decoding
+
+
+def _ids(tok, text: str, special: bool = True) -> list[int]:
+    return tok(text, add_special_tokens=special)["input_ids"]
+
+
+def _steps(rows: int, width: int, budgets: Sequence[int], past: int) -> Work:
+    """One batch of :func:`decoding.steps`: the first call runs `width` tokens of every row (logits of the last
+    one), each later call one token of every row whose budget is not spent (finished rows leave the batch)."""
+    n = max(budgets)
+    generated = sum(b - 1 for b in budgets)
+    length = past + width + n
+    return Work(forward=rows * width, head=rows, generated=generated, calls=n, context=length,
+                batch_tokens=rows * width, logit_rows=rows, kv_tokens=rows * length)
+
+
+def greedy(tok, prompts: Sequence[str], *, prefix: str | Sequence[str] = "", max_new_tokens: int | Sequence[int],
+           batch: int = 64) -> Work:
+    """The work of :func:`bench.models.decoding.greedy` (prefixes once, in one padded batch; rows shortest
+    first in batches of `batch`)."""
+    n = len(prompts)
+    prefixes = [prefix] * n if isinstance(prefix, str) else list(prefix)
+    budgets = [max_new_tokens] * n if isinstance(max_new_tokens, int) else [int(b) for b in max_new_tokens]
+    uniq = list(dict.fromkeys(prefixes))
+    pre_len = {p: (len(_ids(tok, p)) if p else 0) for p in uniq}
+    P = max(pre_len.values(), default=0)
+    suf = [len(_ids(tok, s, special=not p)) for s, p in zip(prompts, prefixes)]
+    w = Work()
+    if P:
+        w = w + Work(forward=len(uniq) * P, head=len(uniq), calls=1, context=P, batch_tokens=len(uniq) * P,
+                     logit_rows=len(uniq), kv_tokens=len(uniq) * P)
+    order = sorted(range(n), key=lambda i: (pre_len[prefixes[i]] + suf[i], budgets[i]))
+    for start in range(0, n, batch):
+        idx = order[start: start + batch]
+        S = max(suf[i] for i in idx)
+        w = w + _steps(len(idx), S, [budgets[i] for i in idx], P)
+    return w
+
+
+def decode(tok, prompts: Sequence[str], max_new_tokens: int | Sequence[int], *, micro_batch: int = 32,
+           share: bool = True, window: int | None = None) -> Work:
+    """The work of :func:`bench.models.decoding.decode` (the common token prefix once, then micro-batches of the
+    left-padded rests); `window`: the model's smallest sliding window (a prefix that could outgrow it is not
+    shared, as :func:`decoding.fitting` decides)."""
+    n = len(prompts)
+    budgets = [max_new_tokens] * n if isinstance(max_new_tokens, int) else [int(b) for b in max_new_tokens]
+    rows = [_ids(tok, p) for p in prompts]
+    P = decoding.shared_length(rows) if share else 0
+    rest = [len(r) - P for r in rows]
+    if P and window is not None and P + max(rest) + max(budgets) > window:
+        P, rest = 0, [len(r) for r in rows]
+    w = Work(forward=P, head=1, calls=1, context=P, batch_tokens=P, logit_rows=1) if P else Work()
+    S = max(rest)  # every prompt's rest is left-padded to the longest of all, then cut into micro-batches
+    for i in range(0, n, micro_batch):
+        part = slice(i, i + micro_batch)
+        w = w + _steps(len(rest[part]), S, budgets[part], P)
+    return w
+
+
+def padded(lengths: Sequence[int], rows_per_batch: int) -> Work:
+    """No-gradient passes over sequences of `lengths`, `rows_per_batch` at a time in the given order, each batch
+    padded to its longest row, logits at every position."""
+    w = Work()
+    for i in range(0, len(lengths), rows_per_batch):
+        part = lengths[i: i + rows_per_batch]
+        T = max(part)
+        w = w + Work(forward=len(part) * T, head=len(part) * T, calls=1, context=T, batch_tokens=len(part) * T,
+                     logit_rows=len(part) * T)
+    return w
+
+
+def lora_params(shape, targets: str, r: int) -> int:
+    """Parameters of rank-`r` adapters on the FFN linears, the attention linears or both ("all") of every
+    block (:func:`bench.models.train.lora_targets`)."""
+    d, f, q, kv = shape.d_model, shape.d_ff, shape.n_heads * shape.head_dim, shape.n_kv_heads * shape.head_dim
+    ffn = ((2 if shape.gated else 1) * (d + f) + (f + d)) * r
+    attn = ((d + q) + 2 * (d + kv) + (q + d)) * r
+    per = (ffn if targets in ("ffn", "all") else 0) + (attn if targets in ("attention", "all") else 0)
+    return shape.n_layers * per
+
+
+def fit(tok, examples, recipe, trainable: int) -> Work:
+    """The work of :func:`bench.models.train.fit`: each step's examples right-padded into one batch, run
+    forward and back through the body, the head on the positions the loss reads."""
+    from bench.models import train
+
+    rows = train.encode(tok, examples)
+    rows = [(ids, 1) for ids, _ in rows] if recipe.loss == "example" else rows
+    w = Work()
+    for idx in train.batch_order(len(rows), recipe):
+        T = max(len(rows[i][0]) for i in idx)
+        targets = sum(len(rows[i][0]) - rows[i][1] for i in idx)
+        w = w + Work(backward=len(idx) * T, backward_head=targets, calls=1, steps=1, context=T,
+                     grad_tokens=len(idx) * T, logit_rows=targets, trainable=trainable)
+    return w

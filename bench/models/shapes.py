@@ -1,0 +1,52 @@
+"""A model's config and tokenizer without its weights, for planning a run (:mod:`bench.spine.costs`).
+
+Where they come from: an embedded model's converted folder (or, before its first conversion, the GGUF file's
+header, whose metadata is read without de-quantising a tensor), a checkpoint folder's config.json, a GGUF
+file's header, the hub cache's snapshot folder or the hub (config and tokenizer files only).  A
+``+random-init`` control has its base model's config and tokenizer.  No weight file is opened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.ground.costs import Shape
+from bench.ground.errors import ModelError
+from bench.models import hub
+from bench.ground.store import cache_root
+from bench.models.loading import ALIASES, NO_REMOTE_CODE, ModelRef, _file_hash
+
+
+def source(ref: ModelRef) -> tuple[str, dict[str, Any]]:
+    """(folder or hub id, extra keyword arguments for ``from_pretrained``) of `ref`'s config and tokenizer."""
+    ref = ref.base
+    if ref.kind in ("alias", "gguf"):
+        gguf = ALIASES[ref.name].gguf_path() if ref.kind == "alias" else Path(ref.location)
+        converted = cache_root() / "models" / _file_hash(gguf)[:16]
+        if (converted / "bench-provenance.json").is_file():
+            return str(converted), {}
+        return str(gguf.parent), {"gguf_file": gguf.name}
+    if ref.kind == "hub" and not Path(ref.location).is_dir():
+        return ref.location, {"revision": ref.revision}
+    return ref.location, {}
+
+
+def read(ref: ModelRef) -> tuple[Any, Any]:
+    """(config, tokenizer) of `ref`, weights untouched."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    where, kw = source(ref)
+    try:
+        with hub.quiet():
+            config = AutoConfig.from_pretrained(where, **kw, **NO_REMOTE_CODE)
+            tok = AutoTokenizer.from_pretrained(where, **kw, **NO_REMOTE_CODE)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read the config of '{ref.display}': {str(exc).splitlines()[0]}") from None
+    return config, tok
+
+
+def shape(config) -> Shape:
+    try:
+        return Shape.from_config(config)
+    except ValueError as exc:
+        raise ModelError(f"cannot plan for this config: {exc}") from None

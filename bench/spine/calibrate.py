@@ -1,0 +1,153 @@
+"""This machine's speeds, measured once and cached: the rates :func:`bench.ground.costs.seconds` divides by.
+
+A small Llama-shaped model is built from a config with random weights (nothing is downloaded) and timed on
+the device the run uses: a memory copy (bandwidth), a wide product with its log-softmax (LM-head FLOP/s), a
+no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
+backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
+model call, less one read of the weights), a float64 matrix product (FLOP/s of kernels outside the model), a
+save and load of the weights (bytes loaded per second) and the process's resident memory before any model.
+The result is cached in the bench cache folder under a key of the machine (host name, processor, CPU count),
+the torch version, the thread count and the device; ``BENCH_RECALIBRATE=1`` measures again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from dataclasses import asdict
+
+from bench.ground.costs import Rates, Shape, Work, flops
+from bench.ground.store import atomic_write_json, cache_root, sha256_bytes
+
+CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
+              num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
+BATCH, LENGTH, ROWS, STEPS = 8, 128, 64, 24
+HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
+
+
+def machine_key(device: str) -> str:
+    import torch
+
+    parts = [platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()), torch.__version__,
+             str(torch.get_num_threads()), device]
+    if device.startswith("cuda") and torch.cuda.is_available():
+        parts.append(torch.cuda.get_device_name(torch.device(device)))
+    return sha256_bytes("|".join(parts).encode())[:16]
+
+
+def rates(device: str = "cpu", refresh: bool = False) -> Rates:
+    """The cached rates of this machine and `device`, measured now when there are none (a few seconds)."""
+    path = cache_root() / "calibration" / f"{machine_key(device)}.json"
+    if path.is_file() and not refresh and not os.environ.get("BENCH_RECALIBRATE"):
+        try:
+            return Rates(**json.loads(path.read_text()))
+        except (ValueError, TypeError):
+            pass  # an unreadable entry is measured again
+    got = measure(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, asdict(got))
+    return got
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def _best(fn, repeat: int = 3) -> float:
+    """The shortest of `repeat` timings of `fn` (the one least disturbed by other work)."""
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return min(out)
+
+
+def measure(device: str = "cpu") -> Rates:
+    """Time each kind of work once (the shortest of a few tries) and divide out what else the timing holds:
+    a call's overhead and weight read, the head's FLOPs at the head rate."""
+    import torch
+    import transformers as tf
+
+    base = _resident_bytes()
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        cfg = tf.LlamaConfig(**CONFIG)
+        model = tf.LlamaForCausalLM(cfg).to(dev).eval()
+        big = torch.randn(64 << 20, device=dev)  # 256 MiB, beyond any cache
+        wide = torch.randn(HEAD_VOCAB, CONFIG["hidden_size"], device=dev)
+        rows_h = torch.randn(HEAD_ROWS, CONFIG["hidden_size"], device=dev)
+    shape = Shape.from_config(cfg)
+    other = torch.empty_like(big)
+    t_copy = _best(lambda: (other.copy_(big), sync()))
+    bandwidth = 2 * big.numel() * 4 / max(1e-9, t_copy)  # read and write
+    t_head = _best(lambda: (torch.log_softmax(rows_h @ wide.T, dim=-1), sync()))
+    head = 2.0 * HEAD_ROWS * HEAD_VOCAB * CONFIG["hidden_size"] / max(1e-9, t_head)
+    read = shape.n_params * 4 / bandwidth
+    ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, LENGTH), generator=torch.Generator().manual_seed(0)).to(dev)
+    one = ids[:1, :1]
+
+    def call(x):
+        with torch.no_grad():
+            model(input_ids=x, use_cache=False)
+        sync()
+
+    call(ids)  # warm-up
+    t_call = _best(lambda: [call(one) for _ in range(20)]) / 20
+    overhead = max(0.0, t_call - read) / shape.n_layers
+    rest = lambda t, f: max(t - t_call - f["head"] / head, 0.1 * t)  # noqa: E731 - the blocks' share of a timing
+    t_fwd = _best(lambda: call(ids))
+    f = flops(shape, Work(forward=BATCH * LENGTH, head=BATCH * LENGTH, context=LENGTH))
+    forward = f["forward"] / rest(t_fwd, f)
+
+    def train():
+        out = model(input_ids=ids, labels=ids, use_cache=False)
+        out.loss.backward()
+        model.zero_grad(set_to_none=True)
+        sync()
+
+    t_bwd = _best(train, repeat=2)
+    f = flops(shape, Work(backward=BATCH * LENGTH, backward_head=BATCH * LENGTH, context=LENGTH))
+    backward = f["backward"] / rest(t_bwd, f)
+    rows = ids.repeat(ROWS // BATCH, 1)[:, :32]
+
+    def decode():
+        with torch.no_grad():
+            out = model(input_ids=rows, use_cache=True, logits_to_keep=1)
+            past, nxt = out.cache, out.logits[:, -1].argmax(-1, keepdim=True)
+            sync()
+            t = time.perf_counter()
+            for _ in range(STEPS):
+                out = model(input_ids=nxt, cache=past, use_cache=True)
+                past, nxt = out.cache, out.logits[:, -1].argmax(-1, keepdim=True)
+            sync()
+            return time.perf_counter() - t
+
+    t_gen = min(decode() for _ in range(2))
+    f = flops(shape, Work(generated=ROWS * STEPS, context=32 + STEPS))
+    generate = f["generate"] / max(t_gen - STEPS * t_call - f["head"] / head, 0.1 * t_gen)
+    a = torch.randn(384, 384, dtype=torch.float64, device=dev)
+    t_mm = _best(lambda: (a @ a, sync()))
+    kernel = 2 * 384 ** 3 / max(1e-9, t_mm)
+    bars = tf.utils.logging.is_progress_bar_enabled()
+    tf.utils.logging.disable_progress_bar()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp)
+            size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp) if f.endswith(".safetensors"))
+            t_load = _best(lambda: tf.LlamaForCausalLM.from_pretrained(tmp), repeat=2)
+    finally:
+        if bars:
+            tf.utils.logging.enable_progress_bar()
+    return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
+                 base_bytes=base, load_bps=size / max(1e-9, t_load), head=head, bandwidth=bandwidth,
+                 machine=machine_key(device))

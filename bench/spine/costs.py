@@ -1,0 +1,258 @@
+"""A run's plan before it runs: per cell, predicted seconds, peak host and device memory, whether it fits, and
+the units the profile measures beside the units the claim's test needs for 80% power.
+
+Each cell's cost comes from its probe's cost model (:mod:`bench.ground.costs`) on the model's config and
+tokenizer (:mod:`bench.models.shapes`: no weights are read).  Cells are counted in the order a cold run
+executes them (grouped by model, in plan order of each model's first cell): work that probes share through the
+memo cache is counted in the first cell that needs it, a cell whose probe, parameters and seed an earlier cell
+of the same model already measured costs nothing (the run reads it from the cache), and a model's first cell
+also pays for loading its weights.
+
+Power: for each sub-rule with a bound (``min`` / ``max``), the reference effect is the one a REFUTED is judged
+against (:mod:`bench.stats.sensitivity`): ``smallest_effect`` against the bound, else the bound against 0.
+The spread per unit comes from the latest record of the same claim × model under the runs folder (its
+interval and n); the units needed are those of the normal approximation that ``sensitivity`` uses.  Without a
+measured spread, or without a reference effect, the units needed are unknown (None) and the reason says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.ground import costs as gc
+from bench.ground import registry
+from bench.spine.plan import Cell
+
+GIB = 1 << 30
+
+
+@dataclass
+class Row:
+    claim: str
+    model: str
+    seed: int
+    probe: str
+    predicted_s: float
+    peak_host_bytes: int
+    peak_device_bytes: int
+    fits: bool
+    units: int | None
+    unit: str
+    units_for_power: int | None
+    power_note: str = ""
+    notes: list[str] = field(default_factory=list)
+    work: Any = field(default=None, repr=False)  # (shape, counted work, bytes loaded first), to time again
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("work")
+        return out
+
+    def retimed(self, rates: gc.Rates) -> "Row":
+        if self.work is None:
+            return self
+        shape, work, load, width = self.work
+        self.predicted_s = round(gc.seconds(shape, work, rates, width) + load / rates.load_bps, 2)
+        return self
+
+
+def host_memory() -> int:
+    """Bytes of memory this machine has (``BENCH_HOST_MEMORY`` in GiB overrides it)."""
+    given = os.environ.get("BENCH_HOST_MEMORY")
+    if given:
+        return int(float(given) * GIB)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+def device_memory(device: str) -> int:
+    """Bytes of memory of the accelerator `device` (0 for the CPU)."""
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+
+    return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+
+
+def _dtype_bytes(dtype: str) -> int:
+    return 4 if dtype == "float32" else 2
+
+
+def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates: gc.Rates, *,
+         host_limit: int, device_limit: int, runs_dir: Path | None = None, strict: bool = True) -> list[Row]:
+    """One :class:`Row` per cell (module docstring).  `refs`: model name → ModelRef.  Not `strict`: a cell
+    whose probe has no cost model, or whose cost cannot be counted, gets a row with nothing predicted."""
+    from bench.models import shapes
+
+    read: dict[str, tuple[Any, Any]] = {}
+    done: dict[str, set[str]] = {}
+    measured: dict[str, set[str]] = {}
+    prior = _prior_verdicts(runs_dir)
+    on_gpu = device != "cpu" and not device.startswith("mps")
+    width = _dtype_bytes(dtype)
+    rows = []
+    first = {m: i for i, m in reversed(list(enumerate(c.model for c in cells)))}
+    for cell in sorted(cells, key=lambda c: first[c.model]):  # as the executors run them: grouped by model
+        ref = refs[cell.model]
+        base = ref.base.name if hasattr(ref, "base") else cell.model
+        if base not in read:
+            read[base] = shapes.read(ref)
+        config, tok = read[base]
+        shape = shapes.shape(config)
+        info = cell.probe
+        planned = gc.Planned(shape=shape, tokenizer=tok, seed=cell.seed, dtype_bytes=width, name=cell.model)
+        try:
+            if info.name not in gc.costs():
+                raise LookupError(f"probe '{info.name}' has no cost model (@cost_def)")
+            cost = gc.cost_of(info, planned, cell.spec.probe_params())
+        except Exception as exc:  # noqa: BLE001 - only when not strict: a plan never stops a run by itself
+            if strict and not isinstance(exc, LookupError):
+                raise
+            rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, 0.0, 0, 0, True, None, "", None,
+                            "", [f"no cost counted: {type(exc).__name__}: {str(exc)[:120]}"]))
+            continue
+        seen = done.setdefault(cell.model, set())
+        ident = json.dumps([info.name, info.version, cell.spec.probe_params(), cell.seed], sort_keys=True, default=str)
+        cached = ident in measured.setdefault(cell.model, set())
+        keys = {_key(k, cell.model) for k, _ in cost.parts if k is not None}
+        work = gc.Work() if cached else gc.Cost(tuple((_key(k, cell.model), w) for k, w in cost.parts)).total(
+            seen | done.setdefault("", set()))
+        load = shape.n_params * 4 if not seen and not measured[cell.model] else 0
+        seconds = gc.seconds(shape, work, rates, width) + load / rates.load_bps
+        for k in keys:
+            (done[""] if k.startswith("global|") else seen).add(k)
+        measured[cell.model].add(ident)
+        peak = gc.peak_bytes(shape, cost.total(), width)
+        weights = shape.n_params * width
+        host = rates.base_bytes + (weights if on_gpu else peak)
+        dev = peak if on_gpu else 0
+        fits = host <= host_limit and (not on_gpu or dev <= device_limit)
+        before = prior.get((cell.spec.id, cell.model))
+        need, why = units_for_power(cell, before)
+        units, unit = cost.units, cost.unit  # the rule's own n when an earlier run of this profile has one
+        if before is not None and before.get("profile") == cell.spec.profile:
+            units = int(before["n"])
+        rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, round(seconds, 2), int(host), int(dev),
+                        fits, units, unit, need, why,
+                        list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else []),
+                        (shape, work, load, width)))
+    return rows
+
+
+def _key(key: str | None, model: str) -> str | None:
+    return key if key is None or key.startswith("global|") else f"{model}|{key}"
+
+
+def _prior_verdicts(runs_dir: Path | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(claim, model) → the verdict of the latest record under `runs_dir` that has one."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    if runs_dir is None or not Path(runs_dir).is_dir():
+        return out
+    for path in sorted(Path(runs_dir).glob("*/record.json")):  # run ids sort by time: later ones overwrite
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for c in record.get("cells", []):
+            v = c.get("verdict") or {}
+            if v.get("n") and v.get("ci_low") is not None:
+                out[(c["spec"]["id"], c["model"])] = {**v, "profile": record.get("profile")}
+    return out
+
+
+def _bounded(rule: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The (rule, parameters) of every rule of a tree that has a bound, in order."""
+    info = registry.rule(rule)
+    if info.nested:
+        return [x for sub in params.get(info.nested) or [] for x in
+                _bounded(sub["rule"], {k: v for k, v in sub.items() if k != "rule"})]
+    return [(rule, params)] if params.get("min") is not None or params.get("max") is not None else []
+
+
+def units_for_power(cell: Cell, verdict: dict[str, Any] | None) -> tuple[int | None, str]:
+    """(units the claim's test needs for 80% power at its reference effect, or None; why), from
+    :func:`bench.stats.sensitivity.power_of` on the earlier verdict (its normal approximation: an earlier
+    record does not say whether the values were 0/1), the largest over the rule's bounded sub-rules."""
+    from bench.ground.verdicts import Verdict
+    from bench.stats import sensitivity
+
+    spec = cell.spec
+    bounded = _bounded(spec.rule, dict(spec.rule_params()))
+    if not bounded:
+        return None, "the rule has no bound to power a test against"
+    if verdict is None:
+        return None, "no measured spread per unit yet (no earlier record of this claim × model)"
+    top = (verdict.get("parts") or [verdict])[0] if verdict.get("runs") else verdict  # one training run's
+    parts = top.get("parts") or [top]
+    needs = []
+    for i, (_, p) in enumerate(bounded):
+        d = parts[i] if len(parts) == len(bounded) else top
+        v = Verdict.from_json({k: x for k, x in d.items() if k != "profile"})
+        bound, side = (float(p["min"]), 1) if p.get("min") is not None else (float(p["max"]), -1)
+        effect = p.get("smallest_effect", spec.verdict.get("smallest_effect"))
+        with sensitivity.reference({"smallest_effect": effect}):
+            _, need, words = sensitivity.power_of(v, bound, side, binary=False)
+        if need is None:
+            return None, f"no units needed can be said at {words} (no reference effect, or no interval measured)"
+        needs.append(need)
+    return max(needs), f"spread from the earlier record (n = {verdict.get('n')})"
+
+
+def totals(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """Per model and for the whole run: predicted seconds, the largest peaks, and whether every cell fits."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in [r.model for r in rows] + ["all"]:
+        sel = [r for r in rows if key in ("all", r.model)]
+        out[key] = {"predicted_s": round(sum(r.predicted_s for r in sel), 1),
+                    "peak_host_bytes": max((r.peak_host_bytes for r in sel), default=0),
+                    "peak_device_bytes": max((r.peak_device_bytes for r in sel), default=0),
+                    "fits": all(r.fits for r in sel), "cells": len(sel)}
+    return out
+
+
+# A slow machine: if even these rates predict a run under ANNOUNCE_S, it is not worth measuring this one's
+SLOW = dict(forward=2e9, backward=2e9, generate=1e9, call_layer_s=2e-3, kernel=2e8, load_bps=5e7, head=2e9,
+            bandwidth=2e9)
+ANNOUNCE_S = 180.0
+
+
+def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | None = None,
+            device_limit: int | None = None, runs_dir: Path | None = None, strict: bool = True) -> list[Row]:
+    """The rows of the cells that `bench verify` would run with `opts` (a ``run.Options``), weights unread.
+    Without `rates`, this machine's (measured once, :mod:`bench.spine.calibrate`)."""
+    from bench import models
+    from bench.spine import calibrate, run
+    from bench.spine import plan as planning
+
+    device = run.resolve_device(opts.device)
+    kind = device.partition(":")[0]
+    profile = opts.profile or planning.default_profile(kind)
+    dtype = models.dtype_name(opts.dtype, kind)
+    cells = planning.build(specs, opts.models, profile, (opts.seed,), opts.control)
+    refs = {name: opts.refs.get(name) or models.resolve(name, opts.revision) for name in {c.model for c in cells}}
+    return plan(cells, refs, device, dtype, rates or calibrate.rates(device),
+                host_limit=host_limit if host_limit is not None else host_memory(),
+                device_limit=device_limit if device_limit is not None else device_memory(device),
+                runs_dir=runs_dir, strict=strict)
+
+
+def before_run(specs, opts) -> tuple[list[Row], float | None]:
+    """What `bench verify` checks before any work: the rows (memory counted with this process's own size) and
+    the predicted total seconds when it may exceed :data:`ANNOUNCE_S` (None when even a slow machine would
+    finish sooner: then nothing is measured).  Cells it cannot count are left out, never refused."""
+    from bench.spine import calibrate
+
+    slow = gc.Rates(**SLOW, base_bytes=calibrate._resident_bytes())
+    rows = for_run(specs, opts, rates=slow, strict=False)
+    if sum(r.predicted_s for r in rows) <= ANNOUNCE_S:
+        return rows, None
+    from bench.spine import run
+
+    measured = calibrate.rates(run.resolve_device(opts.device))
+    return rows, sum(r.retimed(measured).predicted_s for r in rows)

@@ -1,0 +1,151 @@
+"""Cost models against what their probes actually push through a tiny model.
+
+A forward pre-hook on the model's body counts the token ids of every call (prefills, decoding steps, training
+passes); one on the LM head counts the rows it is applied to.  A probe is run once on a tiny Llama, and its
+cost model, given the same parameters, the model's config and the same tokenizer, must predict both counts
+exactly.  Decoding is held to its worst case by a hook that makes one ordinary token win every step (never a
+newline, never end-of-sequence), so every answer runs to its whole budget, as the cost model counts it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from bench.ground import costs as gc
+from bench.ground import registry
+from bench.ground.context import ProbeContext
+from bench.ground.store import Cache
+from bench.models import arch as arch_mod
+from tests.conftest import build_tiny
+from tests.corpora.test_corpora_parallel import fake_locales
+
+
+class Pushed:
+    """Tokens into the body and rows into the head, counted by hooks; optionally one token made to win."""
+
+    def __init__(self, hf, winner: int | None = None):
+        self.tokens = 0
+        self.rows = 0
+        self.hooks = [hf.base_model.register_forward_pre_hook(self._body, with_kwargs=True),
+                      hf.get_output_embeddings().register_forward_pre_hook(self._head)]
+        if winner is not None:
+            def force(mod, args, out):
+                out = out.clone()
+                out[..., winner] += 1e4
+                return out
+            self.hooks.append(hf.get_output_embeddings().register_forward_hook(force))
+
+    def _body(self, mod, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None:
+            self.tokens += ids.numel()
+
+    def _head(self, mod, args):
+        x = args[0]
+        self.rows += x.numel() // x.shape[-1]
+
+    def close(self):
+        for h in self.hooks:
+            h.remove()
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch, tiny_tokenizer, one_thread):
+    monkeypatch.setenv("BENCH_LOCALE_DIR", str(fake_locales(tmp_path / "locale")))
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    model = SimpleNamespace(hf=hf, arch=arch_mod.inspect(hf), tokenizer=tiny_tokenizer, device=torch.device("cpu"),
+                            dtype=torch.float32, fingerprint="tiny-llama", name="tiny")
+    return SimpleNamespace(model=model, ctx=ProbeContext(model=model, seed=0, cache=Cache(tmp_path / "cache")))
+
+
+def _letter(tok) -> int:
+    """An ordinary one-character token: decoding it never writes a newline or ends the sequence."""
+    ids = tok("a", add_special_tokens=False)["input_ids"]
+    assert len(ids) == 1 and ids[0] != tok.eos_token_id
+    return ids[0]
+
+
+def _check(tiny, name: str, params: dict, *, force: bool = False) -> gc.Work:
+    info = registry.probe(name)
+    assert not info.check(params), info.check(params)
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    predicted = gc.cost_of(info, planned, params).total()
+    seen = Pushed(tiny.model.hf, _letter(tiny.model.tokenizer) if force else None)
+    try:
+        info.call(tiny.ctx, **params)
+    finally:
+        seen.close()
+    assert seen.tokens > 0
+    assert seen.tokens == predicted.forward + predicted.generated + predicted.backward
+    assert seen.rows == predicted.head + predicted.generated + predicted.backward_head
+    return predicted
+
+
+def test_induction_counts_every_repeated_sequence_once(tiny):
+    w = _check(tiny, "induction", {"seq_len": 6, "batch": 5})
+    assert w.forward == 5 * 12 and w.head == 5 * 12  # known answer: 5 sequences of 2 × 6 tokens
+
+
+def test_icl_counts_prefixes_once_and_answers_at_their_budget(tiny):
+    w = _check(tiny, "icl_demonstrations", {"tasks": ["successor"], "n_items": 4, "demos": [0, 1, 2],
+                                             "max_new_tokens": 3, "batch": 5}, force=True)
+    assert w.generated == 12 * 2  # 12 prompts, each step after the first one token per row
+
+
+def test_token_removal_counts_shared_prefix_decoding(tiny):
+    _check(tiny, "token_removal", {"n_questions": 5, "n_demos": 1, "max_new_tokens": 3, "micro_batch": 2},
+           force=True)
+
+
+def test_layer_pass_counts_its_micro_batches(tiny):
+    _check(tiny, "nonlinearity", {"corpus": "brown:all", "n_texts": 5, "max_tokens": 24, "micro_batch": 2})
+
+
+def test_language_statistics_count_their_chunks(tiny):
+    _check(tiny, "activation_stats", {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "selection_tokens": 64,
+                                       "doc_tokens": 16, "methods": ["lape"]})
+
+
+def test_crosslingual_similarity_counts_its_batches(tiny):
+    _check(tiny, "crosslingual_similarity", {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "n_texts": 3,
+                                              "micro_tokens": 40})
+
+
+def test_sft_arm_counts_training_and_every_evaluation(tiny):
+    """The SFT-initialised start, the SFT arm at the RL arm's FLOPs with one checkpoint evaluation, decoding
+    held to its budget (the RL arm is left out: its update depends on the sampled rewards)."""
+    _check(tiny, "sft_vs_rl", {"arms": ["sft"], "n_cards": 2, "target": 0, "ops": "+", "show_target": False,
+                               "demos": 0, "n_init": 4, "init_steps": 2, "n_train": 6, "n_eval": 3, "steps": 2,
+                               "batch": 2, "group": 2, "sft_batch": 2, "max_new_tokens": 3, "micro_batch": 2,
+                               "seeds": 1, "curve_points": 1}, force=True)
+
+
+def test_training_steps_count_forward_and_backward(tiny):
+    """:func:`bench.models.costs.fit` against :func:`bench.models.train.fit` on a LoRA-adapted tiny model."""
+    from bench.models import costs as mc
+    from bench.models import train
+
+    m = tiny.model
+    exs = [train.Example(f"Question: what follows {n}?\nAnswer:", f" {n + 1}\n") for n in range(5)]
+    recipe = train.Recipe(epochs=2, batch=2, r=2, targets="ffn", loss="answer", dropout=0.0)
+    predicted = mc.fit(m.tokenizer, exs, recipe, trainable=0)
+    seen = Pushed(m.hf)
+    try:
+        with train.recipe_adapters(m.hf, recipe) as wrapper:
+            losses = train.fit(wrapper.get_base_model(), m.tokenizer, exs, recipe)
+    finally:
+        seen.close()
+    assert len(losses) == predicted.steps == 2 * 3  # 2 epochs of ⌈5 / 2⌉ steps
+    assert seen.tokens == predicted.backward
+    assert seen.rows == predicted.backward_head
+
+
+def test_every_probe_of_every_family_has_a_cost_model():
+    from bench.ground.registry import family_packages
+
+    packages = tuple(family_packages().values())
+    ours = {n for n, p in registry.probes().items() if p.fn.__module__.startswith(packages)}
+    missing = sorted(ours - set(gc.costs()))
+    assert not missing, f"probes without a cost model (@cost_def): {missing}"

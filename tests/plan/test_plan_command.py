@@ -1,0 +1,171 @@
+"""The arithmetic of the cost model on hand-built shapes and work, `bench plan` on a folder with no weights, and
+`bench verify` refusing a cell predicted not to fit before any probe runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.ground import costs as gc
+
+SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "circuits" / "induction-heads-exist.toml")
+RATES = gc.Rates(forward=1e9, backward=5e8, generate=2.5e8, call_layer_s=1e-3, kernel=1e8, base_bytes=1 << 28,
+                 load_bps=1e8, head=2e9, bandwidth=4e9)
+
+
+def test_shape_counts_the_parameters_of_a_real_model(tiny_tokenizer):
+    from tests.conftest import build_tiny
+
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    shape = gc.Shape.from_config(hf.config)
+    matrices = sum(p.numel() for n, p in hf.named_parameters() if "norm" not in n)
+    assert shape.n_params == matrices  # tied head: counted once, as the model holds it once
+    assert (shape.n_layers, shape.d_model, shape.d_ff, shape.n_kv_heads, shape.head_dim) == (2, 32, 64, 2, 8)
+
+
+def test_seconds_and_bytes_by_hand():
+    s = gc.Shape(n_layers=2, d_model=4, d_ff=8, n_heads=2, n_kv_heads=1, head_dim=2, vocab=10)
+    # blocks: 2 × (4·4·2 + 2·4·2 + 3·4·8) = 2 × (32 + 16 + 96) = 288; head 40; tied → 328 parameters
+    assert (s.block_params, s.head_params, s.n_params) == (288, 40, 328)
+    w = gc.Work(forward=10, head=10, backward=5, backward_head=5, generated=4, calls=3, steps=2, trainable=100,
+                context=6, flops=1e3)
+    attn = 4 * 2 * 2 * 2 * 6  # 4 × layers × heads × head size × context = 192
+    per = 2 * 288 + attn
+    f = gc.flops(s, w)
+    assert f == {"forward": 10 * per, "backward": 3 * 5 * per, "generate": 4 * per, "head": 80 * (10 + 3 * 5 + 4)}
+    per_call = 2 * 1e-3 + 328 * 4 / RATES.bandwidth  # overhead per layer, one read of the float32 weights
+    expected = (10 * per / 1e9 + 15 * per / 5e8 + 4 * per / 2.5e8 + 80 * 29 / RATES.head + 3 * per_call
+                + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth)
+    assert gc.seconds(s, w, RATES) == pytest.approx(expected, rel=1e-12)
+    m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
+    # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
+    assert gc.peak_bytes(s, m, 2) == 328 * 2 + 3 * 48 * 2 + 240 + 80 + 112 + 11
+
+
+def test_work_adds_time_and_keeps_the_largest_batch():
+    a = gc.Work(forward=3, batch_tokens=10, calls=1)
+    b = gc.Work(forward=4, batch_tokens=7, calls=2, full_copy=True)
+    c = a + b
+    assert (c.forward, c.calls, c.batch_tokens, c.full_copy) == (7, 3, 10, True)
+    assert a.times(3).forward == 9 and a.times(3).batch_tokens == 10
+
+
+def test_shared_parts_are_counted_once():
+    shared = ("memo", gc.Work(forward=5))
+    cost = gc.Cost((shared, (None, gc.Work(forward=1))))
+    assert cost.total().forward == 6
+    assert cost.total({"memo"}).forward == 1
+
+
+@pytest.fixture
+def config_only(tmp_path, tiny_tokenizer):
+    """A checkpoint folder with config.json and the tokenizer, and no weights at all."""
+    from tests.conftest import build_tiny
+
+    folder = tmp_path / "no-weights"
+    build_tiny("llama", vocab=len(tiny_tokenizer)).config.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def calibrated(monkeypatch):
+    """Rates already measured on this machine (the plan reads them; nothing is timed in the test)."""
+    from bench.spine import calibrate
+
+    monkeypatch.setattr(calibrate, "rates", lambda device="cpu", refresh=False: RATES)
+
+
+def test_plan_on_a_folder_without_weights_reads_no_weights(cli, config_only, calibrated, monkeypatch):
+    import transformers
+
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_config", refuse)
+    from bench.models import loading
+
+    monkeypatch.setattr(loading, "load", refuse)
+    res = cli(*["plan", SPEC, "--models", str(config_only), "--json", "--runs-dir", str(config_only / "none")])
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(x) for x in res.output.strip().splitlines()]
+    cell, totals = lines[0], lines[-1]["totals"]
+    for key in ("claim", "model", "predicted_s", "peak_host_bytes", "peak_device_bytes", "fits", "units",
+                "units_for_power"):
+        assert key in cell
+    assert cell["claim"] == "circuits.induction-heads-exist" and cell["units"] == 16
+    assert cell["fits"] is True and cell["predicted_s"] > 0
+    assert cell["units_for_power"] is None  # no earlier record: no measured spread
+    assert totals["all"]["cells"] == 1
+    assert not list(config_only.glob("*.safetensors"))
+
+
+def test_plan_text_output_and_a_bad_option(cli, config_only, calibrated):
+    res = cli(*["plan", SPEC, "--models", str(config_only)])
+    assert res.exit_code == 0, res.output
+    assert "total run:" in res.output and "fits" in res.output
+    bad = cli(*["plan", SPEC, "--models", str(config_only), "--host-memory", "0"])
+    assert bad.exit_code == 2
+
+
+def test_plan_says_a_cell_does_not_fit_in_little_host_memory(cli, config_only, calibrated):
+    res = cli(*["plan", SPEC, "--models", str(config_only), "--json", "--host-memory", "0.001"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output.splitlines()[0])["fits"] is False
+
+
+def test_verify_refuses_a_cell_that_does_not_fit_before_any_work(cli, tiny_model_dir, monkeypatch):
+    from bench.spine import run
+
+    def never(*a, **k):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(run, "execute", never)
+    monkeypatch.setenv("BENCH_HOST_MEMORY", "0.001")
+    res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
+    assert res.exit_code == 2, res.output
+    assert "predicted not to fit" in res.output
+    monkeypatch.setenv("BENCH_HOST_MEMORY", "64")
+    res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
+    assert res.exit_code == 4 and "the run started" in res.output  # with room enough it goes on to the run
+
+
+def test_rates_are_cached_per_machine(tmp_path, monkeypatch):
+    from bench.spine import calibrate
+
+    calls = []
+    monkeypatch.setattr(calibrate, "measure", lambda device="cpu": calls.append(device) or RATES)
+    assert calibrate.rates("cpu") == RATES and calibrate.rates("cpu") == RATES
+    assert calls == ["cpu"]  # measured once, then read back
+    stored = json.loads(next((tmp_path / "bench-cache" / "calibration").glob("*.json")).read_text())
+    assert stored == asdict(RATES)
+
+
+def test_units_for_power_from_an_earlier_record(cli, config_only, calibrated, tmp_path):
+    """Known answer: each sub-rule's spread from the earlier verdict's interval, n · ((z₀.₉₅ + z₀.₈) · se / Δ)²
+    with Δ the bound against 0; the claim needs the larger of the two."""
+    from scipy import stats
+
+    parts = [{"outcome": "SUPPORTED", "reason": "", "rule": "threshold", "n": 16, "ci_low": 0.5, "ci_high": 0.7,
+              "alpha": 0.05},
+             {"outcome": "SUPPORTED", "reason": "", "rule": "paired_difference", "n": 16, "ci_low": 1.5,
+              "ci_high": 2.5, "alpha": 0.05}]
+    verdict = {"outcome": "SUPPORTED", "reason": "", "rule": "all", "n": 16, "ci_low": 0.5, "ci_high": 0.7,
+               "parts": parts}
+    run = tmp_path / "runs" / "20260101-000000-000-aaaa"
+    run.mkdir(parents=True)
+    (run / "record.json").write_text(json.dumps({"profile": "smoke", "cells": [
+        {"spec": {"id": "circuits.induction-heads-exist"}, "model": str(config_only), "verdict": verdict}]}))
+    res = cli(*["plan", SPEC, "--models", str(config_only), "--json", "--runs-dir", str(tmp_path / "runs")])
+    cell = json.loads(res.output.splitlines()[0])
+    z = stats.norm.ppf(0.95) + stats.norm.ppf(0.8)
+    t = stats.t.ppf(0.975, 15)
+    need = [int(np.ceil(16 * (z * (hi - lo) / 2 / t / bound) ** 2)) for lo, hi, bound in ((0.5, 0.7, 0.4),
+                                                                                         (1.5, 2.5, 1.0))]
+    assert need == [2, 6]
+    assert cell["units_for_power"] == 6 and cell["units"] == 16
