@@ -34,10 +34,19 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session")
+def _session_calibration(tmp_path_factory) -> Path:
+    """One folder of machine rates for the whole session: `bench verify` plans a run before it starts, and the
+    plan measures this machine once per cache (seconds); isolated caches share these rates."""
+    return tmp_path_factory.mktemp("calibration")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_cache(request, tmp_path, monkeypatch):
+def _isolated_cache(request, tmp_path, monkeypatch, _session_calibration):
     if request.node.get_closest_marker("embedded") is None:
         monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "bench-cache"))
+        (tmp_path / "bench-cache").mkdir(exist_ok=True)
+        (tmp_path / "bench-cache" / "calibration").symlink_to(_session_calibration, target_is_directory=True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
 
