@@ -20,13 +20,8 @@ WORST = "every neuron set counted as non-empty and distinct (an empty or repeate
 def _batched(seqs: list[list[int]], max_tokens: int, *, head: str = "none", backward: bool = False) -> Work:
     """Passes over the body in :func:`.text.batches`; `head`: "none", "real" (the next-token positions of real
     tokens, as :func:`.edit.token_nats`) or "all" (every position but the last, as PV's gradient)."""
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-    w, i = Work(), 0
-    while i < len(order):
-        j = i + 1
-        while j < len(order) and (j + 1 - i) * len(seqs[order[j]]) <= max_tokens:
-            j += 1
-        rows = order[i:j]
+    w = Work()
+    for rows in tx.groups(seqs, max_tokens=max_tokens):
         T = max(len(seqs[r]) for r in rows)
         n = len(rows) * T
         h = sum(len(seqs[r]) - 1 for r in rows) if head == "real" else len(rows) * (T - 1) if head == "all" else 0
@@ -34,7 +29,6 @@ def _batched(seqs: list[list[int]], max_tokens: int, *, head: str = "none", back
             w = w + Work(backward=n, backward_head=h, calls=1, context=T, grad_tokens=n, logit_rows=h)
         else:
             w = w + Work(forward=n, head=h, calls=1, context=T, batch_tokens=n, logit_rows=min(h, 256))
-        i = j
     return w
 
 

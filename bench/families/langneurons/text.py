@@ -59,15 +59,21 @@ class Batch:
     rows: tuple[int, ...]    # which input sequence each row is
 
 
-def batches(seqs: list[list[int]], *, max_tokens: int, pad: int, sort: bool = True) -> Iterator[Batch]:
-    """Micro-batches of at most `max_tokens` padded tokens; sequences sorted by length to waste little padding."""
+def groups(seqs: list[list[int]], *, max_tokens: int, sort: bool = True) -> Iterator[list[int]]:
+    """The sequence indices of each micro-batch of :func:`batches` (its cost model counts the same groups)."""
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i])) if sort else list(range(len(seqs)))
     i = 0
     while i < len(order):
         j = i + 1
         while j < len(order) and (j + 1 - i) * len(seqs[order[j]]) <= max_tokens:
             j += 1
-        rows = order[i:j]
+        yield order[i:j]
+        i = j
+
+
+def batches(seqs: list[list[int]], *, max_tokens: int, pad: int, sort: bool = True) -> Iterator[Batch]:
+    """Micro-batches of at most `max_tokens` padded tokens; sequences sorted by length to waste little padding."""
+    for rows in groups(seqs, max_tokens=max_tokens, sort=sort):
         T = max(len(seqs[r]) for r in rows)
         ids = torch.full((len(rows), T), pad, dtype=torch.long)
         mask = torch.zeros((len(rows), T), dtype=torch.long)
@@ -75,4 +81,3 @@ def batches(seqs: list[list[int]], *, max_tokens: int, pad: int, sort: bool = Tr
             ids[b, : len(seqs[r])] = torch.tensor(seqs[r])
             mask[b, : len(seqs[r])] = 1
         yield Batch(ids, mask, tuple(rows))
-        i = j
