@@ -17,6 +17,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
+
 from bench.ground.errors import BenchError
 from bench.ground.registry import probe_def
 from bench.families.generalization import tasks
