@@ -8,7 +8,9 @@
 ``decoding`` the one decoder (greedy or sampled; shared prefixes, per-prompt budgets and stop strings) and
              completion log-probabilities
 ``logits``   the output head's logits with the config's soft-capping;  ``linear``  Linear/Conv1D orientation
-``train``    LoRA / full fine-tuning and the cache of trained adapters
+``train``    LoRA / full fine-tuning: the recipe, the optimizer, the SFT loss and the cache of trained weights
+``adapters`` where LoRA adapters go, put on for a ``with`` block;  ``policy``  policy-gradient updates on sampled
+             completions (group advantages, the pg loss) with the engine's optimizer
 """
 
 from bench.models.loading import (

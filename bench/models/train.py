@@ -1,7 +1,8 @@
 """The fine-tuning engine: (prompt, answer) examples and a :class:`Recipe` in, a trained model out.
 
-Two methods share one loop: ``lora`` (peft adapters, rsLoRA optional, on modules found from the module tree by
-:mod:`bench.models.arch`) and ``full`` (every parameter, plain torch AdamW).  The loss is the mean next-token
+Two methods share one loop: ``lora`` (peft adapters, rsLoRA optional, on modules found from the module tree,
+:mod:`bench.models.adapters`) and ``full`` (every parameter).  :func:`optimizer` (AdamW, fused where it can be, and
+the schedule) serves this loop and the policy-gradient loop of :mod:`bench.models.policy`.  The loss is the mean next-token
 cross-entropy over the answer tokens (``Recipe.loss = "answer"``) or over every token of the example after the
 first (``"example"``, as a causal-LM trainer does with labels = inputs); the body runs on the whole sequence, the
 LM head only on the positions that predict a target token (a 262k-word head costs more than the blocks otherwise).
@@ -20,7 +21,6 @@ restored).
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import math
 import os
@@ -33,18 +33,12 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 import torch
 from torch import nn
 
-from bench.ground.errors import BenchError
 from bench.ground.store import cache_root, key_of, sha256_bytes
+from bench.models.adapters import (  # noqa: F401 (the engine's names for its adapters)
+    Targets, TrainError, full_copy, lora_adapters, lora_targets, recipe_adapters, target_modules)
 from bench.models.logits import logit_cap, softcap
 
 ENGINE_VERSION = 2  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)
-Targets = Literal["ffn", "attention", "all"]
-
-
-class TrainError(BenchError):
-    """Training cannot run as asked (no examples, no target modules, an answer that tokenizes to nothing)."""
-
-
 @dataclass(frozen=True)
 class Example:
     """One training example: the loss is taken on `answer`'s tokens, conditioned on `prompt`."""
@@ -72,14 +66,17 @@ class Recipe:
     targets: Targets = "ffn"        # which linears get adapters: FFN in/out, attention q/k/v/o, or both
     checkpoint_every: int = 0       # save resumable state every N steps (0: never)
     loss: Literal["answer", "example"] = "answer"  # the loss on the answer's tokens, or on the whole example
+    order: Literal["shuffled", "cycle"] = "shuffled"  # a fresh permutation per epoch, or the examples in order
 
     def params(self) -> dict[str, Any]:
         """The hyper-parameters, for cache keys and frames (the checkpoint interval changes no weight; the
-        default answer-only loss is left out, so the keys of recipes made before it existed stay valid)."""
+        default answer-only loss and shuffled order are left out, so the keys of recipes made before they existed
+        stay valid)."""
         d = asdict(self)
         d.pop("checkpoint_every")
-        if d["loss"] == "answer":
-            d.pop("loss")
+        for name, default in (("loss", "answer"), ("order", "shuffled")):
+            if d[name] == default:
+                d.pop(name)
         return d
 
     def n_steps(self, n_examples: int) -> int:
@@ -93,69 +90,6 @@ class Trained:
     key: str                       # content hash of (model, examples, recipe)
     cached: bool = False           # loaded from the cache rather than trained
     info: dict[str, Any] = field(default_factory=dict)
-
-
-# ── where the adapters go ───────────────────────────────────────────────────────────────────────────────────
-
-def lora_targets(a, targets: Targets = "ffn", n_blocks: int = 0) -> list[str]:
-    """Full module paths of the linears to adapt in the first `n_blocks` blocks (0: all) of an inspected
-    architecture `a` (:func:`bench.models.arch.inspect`): read from the module tree, never from names or sizes."""
-    out: list[str] = []
-    for b in a.blocks[: n_blocks or len(a.blocks)]:
-        if targets in ("ffn", "all"):
-            out += [*b.ffn_in, b.ffn_out]
-        if targets in ("attention", "all"):
-            out += [p for p in (b.q, b.k, b.v, b.qkv, b.o) if p]
-    return out
-
-
-def target_modules(model: nn.Module, targets: Targets = "ffn") -> list[str]:
-    """:func:`lora_targets` of `model`'s whole module tree; an error when it has none of that kind."""
-    from bench.models import arch
-
-    out = lora_targets(arch.inspect(model), targets)
-    if not out:
-        raise TrainError(f"no '{targets}' linears found in {type(model).__name__}")
-    return out
-
-
-@contextlib.contextmanager
-def lora_adapters(base: nn.Module, targets: Sequence[str], *, r: int, alpha: float, seed: int,
-                  dropout: float = 0.0, rslora: bool = False) -> Iterator[nn.Module]:
-    """`base` with LoRA adapters on the modules `targets` for the ``with`` block (the peft wrapper is yielded;
-    only the adapters require grad).  The A matrices are drawn from `seed`, whatever the process drew before,
-    and the global generator is left as it was.  On exit the adapters are removed and every parameter of
-    `base` requires grad as it did before: `base` is the untouched model again."""
-    from peft import LoraConfig, get_peft_model
-
-    flags = {n: p.requires_grad for n, p in base.named_parameters()}
-    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, use_rslora=rslora, target_modules=list(targets),
-                     bias="none")
-    for p in base.parameters():
-        p.requires_grad_(False)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        wrapper = get_peft_model(base, cfg)
-    try:
-        yield wrapper
-    finally:
-        wrapper.unload()
-        for n, p in base.named_parameters():
-            p.requires_grad_(flags.get(n, False))
-
-
-def recipe_adapters(base: nn.Module, recipe: Recipe):
-    """:func:`lora_adapters` on `base` as a LoRA `recipe` asks (its targets, rank, alpha, seed, dropout, rsLoRA)."""
-    return lora_adapters(base, target_modules(base, recipe.targets), r=recipe.r, alpha=recipe.alpha,
-                         seed=recipe.seed, dropout=recipe.dropout, rslora=recipe.rslora)
-
-
-def full_copy(base: nn.Module) -> nn.Module:
-    """A deep copy of `base` with every parameter trainable (full fine-tuning never touches `base`)."""
-    model = copy.deepcopy(base)
-    for p in model.parameters():
-        p.requires_grad_(True)
-    return model
 
 
 def data_hash(examples: Sequence[Example]) -> str:
@@ -232,8 +166,11 @@ def answer_loss(model: nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: tor
 
 def batch_order(n: int, recipe: Recipe) -> list[list[int]]:
     """The batches of example indices :func:`fit` runs, one per step: a fresh permutation per epoch (seeded by
-    the recipe), epochs back to back.  With ``steps = None`` every example is seen exactly `epochs` times."""
+    the recipe), epochs back to back.  With ``steps = None`` every example is seen exactly `epochs` times.
+    ``order = "cycle"``: `batch` examples a step in the given order, cycling (a batch may wrap to the start)."""
     gen, steps = torch.Generator().manual_seed(recipe.seed), recipe.n_steps(n)
+    if recipe.order == "cycle":
+        return [[(s * recipe.batch + j) % n for j in range(recipe.batch)] for s in range(steps)]
     out: list[list[int]] = []
     while len(out) < steps:
         perm = torch.randperm(n, generator=gen).tolist()
@@ -245,12 +182,23 @@ def _trainable(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
     return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
 
 
+def optimizer(model: nn.Module, recipe: Recipe, steps: int):
+    """The optimizer of every training run and its learning-rate schedule over `steps`: AdamW (the fused kernel
+    where every trainable parameter allows it) on the parameters of `model` that require grad."""
+    params = [p for _, p in _trainable(model)]
+    fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params) or None
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, fused=fused)
+    decay = (lambda s: 1.0 - s / steps) if recipe.schedule == "linear" else (lambda s: 1.0)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, decay)
+
+
 def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe, *,
-        progress: Callable[[float, str], None] = lambda f, m="": None,
-        state_dir: Path | None = None, head_positions_only: bool = True) -> list[float]:
+        progress: Callable[[float, str], None] = lambda f, m="": None, state_dir: Path | None = None,
+        head_positions_only: bool = True, after_step: Callable[[int], None] | None = None) -> list[float]:
     """Train `model` in place (its trainable parameters are whatever requires grad) and return the losses.
 
-    With `state_dir` and ``recipe.checkpoint_every``, resumable state is saved there and picked up again."""
+    With `state_dir` and ``recipe.checkpoint_every``, resumable state is saved there and picked up again.
+    `after_step(step)` is called after every step but the last (a caller scoring the model part-way)."""
     if not examples:
         raise TrainError("no training examples")
     device = next(model.parameters()).device
@@ -258,11 +206,7 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
     rows = [(ids, 1) for ids, _ in rows] if recipe.loss == "example" else rows  # every token after the first
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
     steps, order = recipe.n_steps(len(rows)), batch_order(len(rows), recipe)
-    params = [p for _, p in _trainable(model)]
-    fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params) or None
-    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, fused=fused)
-    decay = (lambda s: 1.0 - s / steps) if recipe.schedule == "linear" else (lambda s: 1.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, decay)
+    opt, sched = optimizer(model, recipe, steps)
     losses: list[float] = []
     start = 0
     resume = state_dir / "state.pt" if state_dir is not None else None
@@ -292,6 +236,8 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
             if resume is not None and recipe.checkpoint_every and (step + 1) % recipe.checkpoint_every == 0 \
                     and step + 1 < steps:
                 _save_state(resume, model, opt, sched, step + 1, losses)
+            if after_step is not None and step + 1 < steps:
+                after_step(step + 1)
     finally:
         model.eval()
     return losses

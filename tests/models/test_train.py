@@ -174,3 +174,19 @@ def test_batch_order_shows_every_example_epochs_times():
     order = train.batch_order(20, Recipe(epochs=3, batch=8, seed=5))
     assert [len(b) for b in order] == [8, 8, 4] * 3
     assert sorted(i for b in order for i in b) == sorted(list(range(20)) * 3)
+
+
+def test_cycle_order_takes_the_examples_in_order_wrapping_around():
+    """``order = "cycle"``: 5 examples, 4 a step: (0 1 2 3), (4 0 1 2), (3 4 0 1); the seed plays no part, and
+    the key of a shuffled recipe is the one it had before the field existed."""
+    for seed in (0, 9):
+        r = Recipe(order="cycle", batch=4, steps=3, seed=seed)
+        assert train.batch_order(5, r) == [[0, 1, 2, 3], [4, 0, 1, 2], [3, 4, 0, 1]]
+    assert "order" not in Recipe().params() and Recipe(order="cycle").params()["order"] == "cycle"
+
+
+def test_after_step_is_called_after_every_step_but_the_last(one_thread, tok):
+    seen = []
+    with train.recipe_adapters(tiny(tok), lora_recipe(steps=3)) as wrapper:
+        losses = train.fit(wrapper.get_base_model(), tok, FACTS, lora_recipe(steps=3), after_step=seen.append)
+    assert seen == [1, 2] and len(losses) == 3

@@ -6,17 +6,17 @@ as shipped) and RL from it (``base_rl``) serve ``sft-needed-before-rl``.
 
 Every stage is a cached sub-result (``ctx.memo``) keyed by the model fingerprint, the task, the training
 hyper-parameters, the stage and the seed, so the two specs of this family share the base and initial
-evaluations, the SFT-initialised weights and the RL runs, and a warm re-run trains and generates nothing.
+evaluations and the RL runs, and a warm re-run trains and generates nothing.  The SFT-initialised weights live
+in the training engine's cache of trained weights (:func:`bench.models.train.derived`).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
-import torch
 
 from bench.ground.errors import BenchError
 from bench.ground.registry import probe_def
@@ -25,27 +25,31 @@ from bench.families.generalization.schemas import StageScores
 from bench.families.generalization.train_loop import (
     TrainConfig,
     adapted,
+    config,
     converged,
+    curve_of,
     flops_of,
-    load_trainable,
     step_tokens,
     steps_for_flops,
     train,
     train_flops,
-    trainable_state,
 )
 from bench.models import decoding
+from bench.models import train as engine
 
 METRICS = ("correct", "format_ok", "rl_gain", "train_loss", "train_reward", "train_flops", "converged",
            "ckpt_accuracy", "ckpt_flops", "initial_format_rate", "base_format_rate", "initial_ood_accuracy",
            "trained_id_accuracy")
 ARMS = ("sft", "rl", "base_rl")
-VERSION = 6  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
+VERSION = 7  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
 # 3: the prompts' shared prefix runs once (same numbers up to float rounding, so a near-tie may break otherwise)
 # 4: greedy decoding drops finished answers from the batch (float rounding again)
 # 5: the paper's design: SFT-initialised start, equal FLOPs, seeds, shaped reward, base / base_rl stages
 # 6: one-number precondition rows (initial_format_rate …); the stages themselves are as in 5
-STAGE_VERSION = 5  # what keys the cached stages: bumped only when a stage's own frame changes
+# 7: trained by the engine: its fused AdamW and its answer loss (prompt and answer as one right-padded
+#    sequence) round differently from the family's former unfused AdamW and left-padded loss (training losses
+#    move by < 3e-6 on SmolLM2-135M; every answer, reward and FLOPs count the same)
+STAGE_VERSION = 6  # what keys the cached stages: bumped only when a stage's own frame changes
 
 
 class TaskSetupError(BenchError):
@@ -136,11 +140,6 @@ def _gain(frame: pd.DataFrame, after: str, before: str) -> pd.DataFrame:
                  seed=[int(x) for x in a["seed"]])
 
 
-def _state_frame(state: dict[str, torch.Tensor]) -> pd.DataFrame:
-    return pd.DataFrame({"name": list(state), "shape": [json.dumps(list(t.shape)) for t in state.values()],
-                         "data": [t.float().numpy().tobytes() for t in state.values()]})
-
-
 class _Run:
     """The task's items and prompts, and each stage computed (or read from the cache) on demand."""
 
@@ -156,12 +155,13 @@ class _Run:
                       for r in ("id", "ood")}
         self.base = {"probe": "sft_vs_rl", "version": STAGE_VERSION, "model": ctx.model.fingerprint,
                      "task": asdict(task), **data, "seed": seed, "max_new_tokens": cfg["max_new_tokens"]}
-        self.hf, self.tok, self.arch = ctx.model.hf, ctx.model.tokenizer, ctx.model.arch
+        self.hf, self.tok = ctx.model.hf, ctx.model.tokenizer
         self.n_params = sum(p.numel() for p in self.hf.parameters())
 
     # ── configurations and data ───────────────────────────────────────────────────────────────────────────
-    def _cfg(self, method: str, steps: int, batch: int | None = None) -> TrainConfig:
-        return TrainConfig(method=method, steps=steps, **{**self.cfg, **({"batch": batch} if batch else {})})
+    def _cfg(self, method: str, steps: int, batch: int | None = None, seed: int | None = None) -> TrainConfig:
+        return config(method, steps=steps, **{**self.cfg, **({"batch": batch} if batch else {})},
+                      seed=self.ctx.seed if seed is None else seed)
 
     def init_cfg(self) -> TrainConfig:
         return self._cfg("sft", self.plan["init_steps"], self.plan["sft_batch"])
@@ -218,19 +218,13 @@ class _Run:
         if name == "base":
             return self.evaluate(self.hf, "base")
         if name == "initial":
-            with adapted(self.hf, self.arch, self.init_cfg(), self.ctx.seed) as model:
-                curve = self._fit(model, self.init_cfg(), "initial", self.init_items, None)
-                state = trainable_state(model) if self.init_cfg().adapter == "lora" else None
-                out = pd.concat([self._curve_rows("initial", None, self.init_cfg(), curve),
-                                 self.evaluate(model, "initial")], ignore_index=True)
-            if state is not None:
-                self.ctx.memo(self._weights_parts(), lambda: _state_frame(state))
-            return out
+            with self.initialised("initial") as t:
+                cfg, prompts = self.init_cfg(), self.prompts(self.init_items)
+                curve = curve_of(self.tok, cfg, prompts, self.targets(self.init_items), t.losses)
+                return pd.concat([self._curve_rows("initial", None, cfg, curve),
+                                  self.evaluate(t.model, "initial")], ignore_index=True)
         cfg = self.sft_cfg(seed) if name == "sft" else self.rl_cfg()
-        lora_seed = self.ctx.seed if name != "base_rl" else self.ctx.seed * 1000 + 1 + seed
-        with adapted(self.hf, self.arch, cfg, lora_seed) as model:
-            if name != "base_rl":
-                self.start_from_init(model)
+        with self.start(name, seed) as model:
             curve = self._fit(model, cfg, name, self.order(seed), seed)
             final = self.evaluate(model, name, seed)
         return pd.concat([*self._ckpts, self._ckpt_rows(name, seed, cfg, cfg.steps, final),
@@ -267,26 +261,28 @@ class _Run:
         return train(model, self.tok, cfg, prompts, reward=lambda i, text: fn(text, items[i]), generator=gen,
                      progress=progress, checkpoints=checkpoint, every=every)
 
-    # the SFT-initialised weights (LoRA: cached as one row per tensor: name, shape, float32 bytes)
-    def _weights_parts(self) -> dict:
-        return {**self.base, "stage": "initial-weights", "init": self.init_cfg().describe()}
-
-    def start_from_init(self, model) -> None:
-        """Put the SFT-initialised checkpoint's weights into `model` (both arms start from these weights)."""
-        cfg = self.init_cfg()
-        if cfg.adapter == "full":  # full weights are too large to cache: train the init again (deterministic)
-            self._fit(model, cfg, "initial (again)", self.init_items, None)
+    @contextlib.contextmanager
+    def start(self, name: str, seed: int):
+        """The model an arm run trains: the SFT-initialised checkpoint, or for ``base_rl`` the base model with
+        fresh adapters (LoRA's B = 0) drawn from the run's own seed."""
+        if name == "base_rl":
+            with adapted(self.hf, self._cfg("rl", 1, seed=self.ctx.seed * 1000 + 1 + seed)) as model:
+                yield model
             return
+        with self.initialised(name) as t:
+            yield t.model
 
-        def missing() -> pd.DataFrame:  # only when the initial stage was cached without its weights
-            with adapted(self.hf, self.arch, cfg, self.ctx.seed) as m2:
-                self._fit(m2, cfg, "initial (for the arms)", self.init_items, None)
-                return _state_frame(trainable_state(m2))
-
-        frame = self.ctx.memo(self._weights_parts(), missing)
-        state = {r.name: torch.from_numpy(np.frombuffer(r.data, dtype=np.float32).copy()).view(json.loads(r.shape))
-                 for r in frame.itertuples()}
-        load_trainable(model, state)
+    @contextlib.contextmanager
+    def initialised(self, name: str):
+        """The engine's :class:`~bench.models.train.Trained` for the SFT-initialised checkpoint both arms start from, trained on the
+        initialisation hands by the engine and kept in the engine's cache of trained weights (the adapters, or a
+        full copy), so every arm and seed starts from the same weights and only the first run trains them."""
+        items = self.init_items
+        examples = [engine.Example(p, t) for p, t in zip(self.prompts(items), self.targets(items))]
+        root = self.ctx.cache.root if self.ctx.cache is not None else None
+        with engine.derived(self.hf, self.tok, self.ctx.model.fingerprint, examples, self.init_cfg().recipe,
+                            root=root, progress=lambda f, m="": self.ctx.progress(f, f"{name}: {m}")) as t:
+            yield t
 
     def notes(self, frame: pd.DataFrame) -> list[str]:
         c = frame[frame["metric"].isin(["correct", "format_ok"])]

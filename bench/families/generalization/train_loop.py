@@ -1,162 +1,87 @@
-"""Supervised fine-tuning and verifier-reward policy gradient on one model, with LoRA (default) or all weights.
+"""The two arms' training runs on the engine: supervised fine-tuning through :func:`bench.models.train.fit` and
+verifier-reward policy gradient through :func:`bench.models.policy.fit_policy`, with LoRA (default) or all weights.
 
-API: :func:`adapted` wraps a loaded HF model for training (and restores it afterwards); :func:`sft_step` and
-:func:`rl_step` are one optimizer step each; :func:`train` runs either for a number of steps over a list of
-prompts and records the curve.  :func:`step_tokens` / :func:`flops_of` estimate a run's FLOPs before it runs and
-:func:`steps_for_flops` gives the SFT arm the steps that reach the RL arm's FLOPs (equal compute, the paper's
-x-axis); :func:`converged` says whether a curve has flattened.
-
-The RL step is GRPO-shaped: `group` completions are sampled per prompt from the current policy, each is scored
-by the verifier's reward (the paper's shaped reward or 0/1, :mod:`.tasks`), the advantage is the reward minus its group's mean (no division by the group's
-standard deviation, which inflates near-unanimous groups), and the loss is −Σ advantage · mean token log-prob.
-It is on-policy with one update per sample, so the PPO ratio is 1 and needs no clipping; no KL penalty.
+API: :class:`TrainConfig` is an arm's engine :class:`~bench.models.train.Recipe` plus how RL samples;
+:func:`adapted` puts the recipe's adapters on a loaded HF model (and takes them off again); :func:`train` runs
+either arm for the recipe's steps over a list of prompts and records the curve.  :func:`step_tokens` /
+:func:`flops_of` estimate a run's FLOPs before it runs and :func:`steps_for_flops` gives the SFT arm the steps that
+reach the RL arm's FLOPs (equal compute, the paper's x-axis); :func:`converged` says whether a curve has flattened.
+The optimizer, the losses, the policy-gradient update and the cache of trained weights are the engine's.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 
-from bench.models import decoding
+from bench.models import policy
 from bench.models import train as engine
 
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """An arm's training: the engine's recipe (steps, prompts a step, learning rate, adapter, LoRA rank and
+    alpha, the LoRA seed) and, for RL, how completions are sampled."""
+
     method: Literal["sft", "rl"]
-    steps: int = 16
-    batch: int = 4            # prompts per optimizer step
-    group: int = 4            # RL: completions sampled per prompt
-    lr: float = 1e-4
-    adapter: Literal["lora", "full"] = "lora"
-    lora_rank: int = 8
-    lora_alpha: int = 16
-    max_new_tokens: int = 10
-    temperature: float = 1.0
+    recipe: engine.Recipe
+    sampling: policy.Sampling = policy.Sampling()
+
+    @property
+    def steps(self) -> int:
+        return self.recipe.steps
+
+    @property
+    def adapter(self) -> str:
+        return self.recipe.method
+
+    def with_steps(self, steps: int) -> "TrainConfig":
+        return replace(self, recipe=replace(self.recipe, steps=steps))
 
     def describe(self) -> dict:
-        return dict(self.__dict__)
+        return {"method": self.method, **self.recipe.params(), **self.sampling.__dict__}
+
+
+def config(method: Literal["sft", "rl"], *, steps: int = 16, batch: int = 4, group: int = 4, lr: float = 1e-4,
+           adapter: Literal["lora", "full"] = "lora", lora_rank: int = 8, lora_alpha: float = 16,
+           max_new_tokens: int = 10, temperature: float = 1.0, seed: int = 0) -> TrainConfig:
+    """The family's recipe: constant learning rate, no weight decay, no dropout, plain LoRA scaling (alpha / r)
+    on every attention and FFN projection, the prompts in the given order (cycling), `seed` drawing the LoRA
+    matrices."""
+    recipe = engine.Recipe(method=adapter, steps=steps, batch=batch, lr=lr, schedule="constant", seed=seed,
+                           r=lora_rank, alpha=lora_alpha, rslora=False, dropout=0.0, targets="all", order="cycle")
+    return TrainConfig(method, recipe, policy.Sampling(group, max_new_tokens, temperature))
 
 
 @contextlib.contextmanager
-def adapted(hf, arch, cfg: TrainConfig, seed: int = 0) -> Iterator[torch.nn.Module]:
-    """The model to train, from the training engine: `hf` with LoRA adapters on every attention and FFN
-    projection (removed again on exit, leaving `hf` as it was; the matrices drawn from `seed`), or a deep copy
-    of `hf` with every weight trainable (`adapter = "full"`)."""
+def adapted(hf, cfg: TrainConfig) -> Iterator[torch.nn.Module]:
+    """The model to train, from the engine: `hf` with the recipe's LoRA adapters (removed again on exit, leaving
+    `hf` as it was; the matrices drawn from the recipe's seed), or a deep copy of `hf` with every weight
+    trainable (``adapter = "full"``)."""
     if cfg.adapter == "full":
-        model = engine.full_copy(hf)
-        try:
-            yield model
-        finally:
-            del model
+        yield engine.full_copy(hf)
         return
-    with engine.lora_adapters(hf, engine.lora_targets(arch, "all"), r=cfg.lora_rank, alpha=cfg.lora_alpha,
-                             seed=seed) as model:
-        yield model
-
-
-def trainable_state(model) -> dict[str, torch.Tensor]:
-    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
-def load_trainable(model, state: dict[str, torch.Tensor]) -> None:
-    params = dict(model.named_parameters())
-    missing = set(state) - set(params)
-    if missing:
-        raise ValueError(f"{len(missing)} saved tensors have no parameter here, e.g. {min(missing)}")
-    with torch.no_grad():
-        for n, t in state.items():
-            params[n].copy_(t.to(params[n].device, params[n].dtype))
-
-
-def optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.0)
-
-
-def sft_loss(model, tok, prompts: list[str], targets: list[str]) -> torch.Tensor:
-    """Mean token negative log-likelihood of `targets` after `prompts`."""
-    device = next(model.parameters()).device
-    c_ids, c_mask = decoding.encode_completions(tok, targets, device)
-    logp = decoding.token_logprobs(model, decoding.encode(tok, prompts, device), c_ids, c_mask)  # (B, C)
-    return -logp.sum() / c_mask.sum().clamp(min=1)
-
-
-def sft_step(model, tok, opt, prompts: list[str], targets: list[str]) -> float:
-    opt.zero_grad(set_to_none=True)
-    loss = sft_loss(model, tok, prompts, targets)
-    loss.backward()
-    opt.step()
-    return float(loss.detach())
-
-
-def group_advantages(rewards: torch.Tensor, group: int) -> torch.Tensor:
-    """(B·G,) rewards → (B·G,) advantages: each reward minus the mean of its group of `group` samples."""
-    r = rewards.view(-1, group)  # (B, G)
-    return (r - r.mean(dim=1, keepdim=True)).reshape(-1)
-
-
-def pg_loss(comp: decoding.Completions, logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
-    """Policy-gradient loss −mean_i A_i · (mean token log-prob of completion i); its gradient raises the
-    probability of completions with positive advantage."""
-    seq = logp.sum(-1) / comp.mask.sum(-1).clamp(min=1)  # (N,)
-    return -(advantages.to(seq.dtype) * seq).mean()
-
-
-def policy_update(model, opt, comp: decoding.Completions, rewards: torch.Tensor, group: int) -> float:
-    """One optimizer step on the policy-gradient loss of completions `comp` (groups of `group` consecutive
-    samples of one prompt) with their (N,) `rewards`; returns the loss."""
-    adv = group_advantages(rewards, group)
-    opt.zero_grad(set_to_none=True)
-    if not bool((adv != 0).any()):  # every group scored alike: no signal, no pass (the step still counts)
-        opt.step()
-        return 0.0
-    logp = decoding.token_logprobs(model, comp.prompts, comp.ids, comp.mask)  # (N, C)
-    loss = pg_loss(comp, logp, adv.to(logp.device))
-    loss.backward()
-    opt.step()
-    return float(loss.detach())
-
-
-@dataclass(frozen=True)
-class RLStats:
-    reward: float
-    gen_seconds: float
-    update_seconds: float
-    loss: float
-
-
-def rl_step(model, tok, opt, prompts: list[str], reward: Callable[[int, str], float], cfg: TrainConfig,
-            generator: torch.Generator) -> RLStats:
-    """Sample `cfg.group` completions per prompt, score them with `reward(prompt_index, text)`, update once."""
-    import time
-
-    t0 = time.perf_counter()
-    expanded = [p for p in prompts for _ in range(cfg.group)]
-    comp = decoding.decode(model, tok, expanded, cfg.max_new_tokens, generator=generator,
-                           temperature=cfg.temperature, micro_batch=len(expanded))
-    rewards = torch.tensor([reward(i // cfg.group, t) for i, t in enumerate(comp.texts)], dtype=torch.float32)
-    t1 = time.perf_counter()
-    loss = policy_update(model, opt, comp, rewards, cfg.group)
-    return RLStats(float(rewards.mean()), t1 - t0, time.perf_counter() - t1, loss)
+    with engine.recipe_adapters(hf, cfg.recipe) as wrapper:
+        yield wrapper.get_base_model()
 
 
 @dataclass(frozen=True)
 class Curve:
     step: tuple[int, ...]
     value: tuple[float, ...]  # SFT: training loss; RL: mean reward of the step's samples
-    gen_seconds: float
-    update_seconds: float
     tokens: int               # tokens passed through the model in training passes (prompt + completion)
     gen_tokens: int           # tokens passed through while sampling (prompt once + each new token)
 
 
-def step_batches(n: int, cfg: TrainConfig) -> list[list[int]]:
-    """Prompt indices of every step: `cfg.batch` a step, in order, cycling over the `n` prompts."""
-    return [[(s * cfg.batch + j) % n for j in range(cfg.batch)] for s in range(cfg.steps)]
+def curve_of(tok, cfg: TrainConfig, prompts: list[str], targets: list[str] | None, values) -> Curve:
+    """The curve of a finished run of `cfg` over `prompts` with its per-step `values` (and its token counts)."""
+    counts = step_tokens(tok, cfg, prompts, targets)[: len(values)]
+    return Curve(tuple(range(len(values))), tuple(float(v) for v in values), sum(c[0] for c in counts),
+                 sum(c[1] for c in counts))
 
 
 def step_tokens(tok, cfg: TrainConfig, prompts: list[str], targets: list[str] | None = None) -> list[tuple[int, int]]:
@@ -164,13 +89,14 @@ def step_tokens(tok, cfg: TrainConfig, prompts: list[str], targets: list[str] | 
     sample is counted at its full ``max_new_tokens`` (the budget, not what the sampler happened to write)."""
     p_len = [len(tok(p)["input_ids"]) for p in prompts]
     t_len = [len(tok(x, add_special_tokens=False)["input_ids"]) for x in targets] if targets else None
+    g, new = cfg.sampling.group, cfg.sampling.max_new_tokens
     out = []
-    for idx in step_batches(len(prompts), cfg):
+    for idx in engine.batch_order(len(prompts), cfg.recipe):
         p = sum(p_len[i] for i in idx)
         if cfg.method == "sft":
             out.append((p + sum(t_len[i] for i in idx), 0))
         else:
-            n = cfg.group * (p + cfg.max_new_tokens * len(idx))
+            n = g * (p + new * len(idx))
             out.append((n, n))
     return out
 
@@ -185,8 +111,7 @@ def flops_of(n_params: int, cfg: TrainConfig, tokens: int, gen_tokens: int) -> f
 def steps_for_flops(tok, n_params: int, cfg: TrainConfig, prompts: list[str], targets: list[str] | None,
                     budget: float, max_steps: int = 100_000) -> int:
     """The fewest steps of `cfg`'s method over `prompts` whose estimated FLOPs reach `budget` (equal compute)."""
-    probe = TrainConfig(**{**cfg.describe(), "steps": max(len(prompts), 1)})
-    per_cycle = step_tokens(tok, probe, prompts, targets)
+    per_cycle = step_tokens(tok, cfg.with_steps(max(len(prompts), 1)), prompts, targets)
     total, s = 0.0, 0
     while total < budget and s < max_steps:
         tokens, gen = per_cycle[s % len(per_cycle)]
@@ -199,36 +124,23 @@ def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str
           reward: Callable[[int, str], float] | None = None, generator: torch.Generator,
           progress: Callable[[float, str], None] = lambda f, m="": None,
           checkpoints: Callable[[int], None] | None = None, every: int = 0) -> Curve:
-    """`cfg.steps` optimizer steps over `prompts` in order (cycling), `cfg.batch` prompts a step.
+    """`cfg.steps` engine steps over `prompts` in order (cycling), ``cfg.recipe.batch`` prompts a step.
 
-    SFT needs `targets` (verified solutions, one per prompt); RL needs `reward(prompt index, text)`.  With
-    `every`, `checkpoints(step)` is called after every `every`-th step (not after the last).
+    SFT needs `targets` (verified solutions, one per prompt) and trains on the engine's answer loss; RL needs
+    `reward(prompt index, text)` and samples with `generator`.  With `every`, `checkpoints(step)` is called after
+    every `every`-th step (not after the last).
     """
-    import time
+    def after(step: int) -> None:
+        if checkpoints is not None and every and step % every == 0:
+            checkpoints(step)
 
-    opt = optimizer(model, cfg)
-    steps, values = [], []
-    gen_s = upd_s = 0.0
-    tokens = gen_tokens = 0
-    counts = step_tokens(tok, cfg, prompts, targets)
-    for s, idx in enumerate(step_batches(len(prompts), cfg)):
-        batch = [prompts[i] for i in idx]
-        if cfg.method == "sft":
-            t = time.perf_counter()
-            values.append(sft_step(model, tok, opt, batch, [targets[i] for i in idx]))
-            upd_s += time.perf_counter() - t
-        else:
-            st = rl_step(model, tok, opt, batch, lambda k, text, idx=idx: reward(idx[k], text), cfg, generator)
-            values.append(st.reward)
-            gen_s += st.gen_seconds
-            upd_s += st.update_seconds
-        tokens += counts[s][0]
-        gen_tokens += counts[s][1]
-        steps.append(s)
-        progress((s + 1) / cfg.steps, f"{cfg.method} step {s + 1}/{cfg.steps}")
-        if checkpoints is not None and every and (s + 1) % every == 0 and s + 1 < cfg.steps:
-            checkpoints(s + 1)
-    return Curve(tuple(steps), tuple(values), gen_s, upd_s, tokens, gen_tokens)
+    if cfg.method == "sft":
+        examples = [engine.Example(p, t) for p, t in zip(prompts, targets)]
+        values = engine.fit(model, tok, examples, cfg.recipe, progress=progress, after_step=after)
+    else:
+        values = policy.fit_policy(model, tok, prompts, reward, cfg.recipe, cfg.sampling, generator=generator,
+                                   progress=progress, after_step=after)
+    return curve_of(tok, cfg, prompts, targets, values)
 
 
 def train_flops(n_params: int, cfg: TrainConfig, curve: Curve) -> float:

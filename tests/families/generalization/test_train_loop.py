@@ -1,5 +1,6 @@
-"""The trainer on tiny hand-built models: the policy-gradient sign, SFT raising accuracy, adapters leaving the
-model as it was, and the probe's caching (a warm re-run trains and generates nothing)."""
+"""The family's training runs on tiny hand-built models: SFT raising accuracy, adapters leaving the model as it
+was, the reward wiring, and the probe's caching (a warm re-run trains and generates nothing).  The
+policy-gradient update itself is the engine's (tests/models/test_policy.py)."""
 
 from __future__ import annotations
 
@@ -11,53 +12,16 @@ from bench.ground import schemas
 from bench.ground.context import ProbeContext
 from bench.ground.store import Cache
 from bench.families.generalization import probes, tasks, train_loop
-from bench.models import decoding
-from bench.families.generalization.train_loop import TrainConfig
-from bench.models import arch as arch_mod
+from bench.models import decoding, policy
+from bench.models import train as engine
+from bench.families.generalization.train_loop import config
 from tests.conftest import build_tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _completions(tok, prompt: str, texts: list[str]) -> decoding.Completions:
-    c_ids, c_mask = decoding.encode_completions(tok, texts, "cpu")
-    return decoding.Completions(decoding.encode(tok, [prompt] * len(texts), "cpu"), c_ids, c_mask, tuple(texts))
-
-
-def _seq_logp(model, comp) -> torch.Tensor:
-    with torch.no_grad():
-        return decoding.token_logprobs(model, comp.prompts, comp.ids, comp.mask).sum(-1)
-
-
-@pytest.mark.parametrize("adapter", ["lora", "full"])
-def test_reward_raises_the_probability_of_the_rewarded_answer(tiny_tokenizer, adapter):
-    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
-    cfg = TrainConfig(method="rl", lr=3e-3 if adapter == "lora" else 1e-3, adapter=adapter)
-    comp = _completions(tiny_tokenizer, "Cards: 3, K. Target: 13.\nAnswer:", [" 3+10\n", " 9*4\n"])
-    rewards = torch.tensor([1.0, 0.0])  # one group of two samples: the first is right
-    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
-        before = _seq_logp(model, comp)
-        opt = train_loop.optimizer(model, cfg)
-        for _ in range(3):
-            train_loop.policy_update(model, opt, comp, rewards, group=2)
-        after = _seq_logp(model, comp)
-    assert after[0] > before[0] + 0.05  # rewarded answer up
-    assert after[1] < before[1] - 0.05  # unrewarded answer down
-
-
-def test_advantages_are_centred_per_group():
-    adv = train_loop.group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0]), group=3)
-    assert torch.allclose(adv, torch.tensor([2 / 3, -1 / 3, -1 / 3, -2 / 3, 1 / 3, 1 / 3]))
-
-
-def test_no_signal_no_change(tiny_tokenizer):
-    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
-    cfg = TrainConfig(method="rl", lr=1e-2)
-    comp = _completions(tiny_tokenizer, "Answer:", [" 1\n", " 2\n"])
-    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
-        before = _seq_logp(model, comp)
-        train_loop.policy_update(model, train_loop.optimizer(model, cfg), comp, torch.tensor([1.0, 1.0]), 2)
-        assert torch.equal(_seq_logp(model, comp), before)
+def _state(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def test_lora_leaves_the_model_as_it_was(tiny_tokenizer):
@@ -65,12 +29,11 @@ def test_lora_leaves_the_model_as_it_was(tiny_tokenizer):
     ids = torch.tensor([[1, 5, 9, 20]])
     with torch.no_grad():
         ref = hf(input_ids=ids).logits
-    cfg = TrainConfig(method="sft", lr=1e-2)
-    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
+    cfg = config("sft", steps=1, batch=1, lr=1e-2)
+    with train_loop.adapted(hf, cfg) as model:
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         assert 0 < n_train < sum(p.numel() for p in hf.parameters())
-        opt = train_loop.optimizer(model, cfg)
-        train_loop.sft_step(model, tiny_tokenizer, opt, ["Answer:"], [" 7\n"])
+        train_loop.train(model, tiny_tokenizer, cfg, ["Answer:"], targets=[" 7\n"], generator=torch.Generator())
     with torch.no_grad():
         assert torch.equal(hf(input_ids=ids).logits, ref)
     assert type(hf).__name__ == "LlamaForCausalLM"
@@ -78,19 +41,17 @@ def test_lora_leaves_the_model_as_it_was(tiny_tokenizer):
 
 def test_adapter_weights_come_from_the_seed_not_from_what_the_process_drew_before(tiny_tokenizer):
     hf = build_tiny("llama", vocab=len(tiny_tokenizer))
-    a = arch_mod.inspect(hf)
-    cfg = TrainConfig(method="sft", lr=1e-2)
 
     def lora_a(seed):
         torch.rand(1000)  # another probe's draws from the global generator
-        with train_loop.adapted(hf, a, cfg, seed) as model:
+        with train_loop.adapted(hf, config("sft", lr=1e-2, seed=seed)) as model:
             return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_A" in n}
 
     first, again, other = lora_a(3), lora_a(3), lora_a(4)
     assert first and all(torch.equal(first[n], again[n]) for n in first)
     assert not all(torch.equal(first[n], other[n]) for n in first)
     state = torch.random.get_rng_state()
-    with train_loop.adapted(hf, a, cfg, 3):
+    with train_loop.adapted(hf, config("sft", lr=1e-2, seed=3)):
         pass
     assert torch.equal(torch.random.get_rng_state(), state)  # the global generator is left as it was
 
@@ -107,8 +68,8 @@ def test_sft_raises_in_distribution_accuracy(tiny_tokenizer):
     task = tasks.TaskConfig(n_cards=2, target=20, ops="+")
     train_items = tasks.generate(task, "id", 8, seed=0, need_face=True)
     held_out = tasks.generate(task, "id", 4, seed=1, need_face=True)
-    cfg = TrainConfig(method="sft", steps=60, batch=4, lr=1e-2, adapter="full")
-    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model:
+    cfg = config("sft", steps=60, batch=4, lr=1e-2, adapter="full")
+    with train_loop.adapted(hf, cfg) as model:
         before = _accuracy(model, tiny_tokenizer, held_out)
         curve = train_loop.train(model, tiny_tokenizer, cfg, [tasks.prompt(it) for it in train_items],
                                  targets=[f" {it.solution}\n" for it in train_items], generator=torch.Generator())
@@ -120,7 +81,6 @@ def test_sft_raises_in_distribution_accuracy(tiny_tokenizer):
 class _Model:
     def __init__(self, hf, tok):
         self.hf, self.tokenizer, self.fingerprint = hf, tok, "tiny-test"
-        self.arch = arch_mod.inspect(hf)
 
 
 PARAMS = {"arms": ["sft", "rl", "base_rl"], "n_cards": 2, "target": 0, "ops": "+", "show_target": False,
@@ -173,6 +133,7 @@ def test_probe_frame_and_warm_rerun(tiny_tokenizer, tmp_path, monkeypatch):
 
     monkeypatch.setattr(decoding, "decode", boom)
     monkeypatch.setattr(probes, "train", boom)
+    monkeypatch.setattr(engine, "fit", boom)
     again = schemas.validate(probes.sft_vs_rl(ctx, **PARAMS), probes.StageScores, probes.METRICS)
     pd.testing.assert_frame_equal(again.reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)
 
@@ -183,16 +144,21 @@ def test_both_arms_start_from_the_same_sft_initialised_weights(tiny_tokenizer, t
     hf = build_tiny("llama", vocab=len(tiny_tokenizer))
     ctx = ProbeContext(model=_Model(hf, tiny_tokenizer), seed=0, cache=Cache(tmp_path))
     starts: dict = {}
-    real = probes.train
+    real_fit, real_policy = engine.fit, policy.fit_policy
 
-    def spy(model, tok, cfg, prompts, **k):
-        starts.setdefault(cfg.method, []).append(train_loop.trainable_state(model))
-        curve = real(model, tok, cfg, prompts, **k)
-        if cfg.steps == PARAMS["init_steps"] and cfg.method == "sft" and "init_end" not in starts:
-            starts["init_end"] = train_loop.trainable_state(model)
-        return curve
+    def fit_spy(model, tok, examples, recipe, **k):  # the initialisation (through the cache) and the SFT arm
+        starts.setdefault("sft", []).append(_state(model))
+        losses = real_fit(model, tok, examples, recipe, **k)
+        if recipe.steps == PARAMS["init_steps"] and "init_end" not in starts:
+            starts["init_end"] = _state(model)
+        return losses
 
-    monkeypatch.setattr(probes, "train", spy)
+    def policy_spy(model, *a, **k):
+        starts.setdefault("rl", []).append(_state(model))
+        return real_policy(model, *a, **k)
+
+    monkeypatch.setattr(engine, "fit", fit_spy)
+    monkeypatch.setattr(policy, "fit_policy", policy_spy)
     probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["sft", "rl"]})
     init_end = starts["init_end"]
     arm_starts = starts["sft"][1:] + starts["rl"]  # the first SFT run is the initialisation itself
@@ -202,6 +168,7 @@ def test_both_arms_start_from_the_same_sft_initialised_weights(tiny_tokenizer, t
     assert any(not torch.equal(t, 0 * t) for n, t in init_end.items() if "lora_B" in n)  # the init trained
     starts.clear()
     probes.sft_vs_rl(ctx, **{**PARAMS, "arms": ["base_rl"]})
+    assert "sft" not in starts  # RL from the base model neither trains nor loads the initialisation
     assert all(torch.equal(t, 0 * t) for st in starts["rl"] for n, t in st.items() if "lora_B" in n)
 
 
@@ -209,10 +176,10 @@ def test_rl_rewards_each_sample_against_its_own_prompt(tiny_tokenizer):
     """Wiring: with a reward that returns the prompt's index, sample i of a step is scored for prompt
     idx[i // group] (the samples are laid out prompt by prompt), never another hand's."""
     hf = build_tiny("llama", vocab=len(tiny_tokenizer))
-    cfg = TrainConfig(method="rl", steps=3, batch=2, group=3, lr=1e-3, max_new_tokens=2)
+    cfg = config("rl", steps=3, batch=2, group=3, lr=1e-3, max_new_tokens=2)
     prompts = [f"Cards: {k}. Answer:" for k in range(5)]
     seen = []
-    real = train_loop.policy_update
+    real = policy.policy_update
 
     def capture(model, opt, comp, rewards, group):
         seen.append(rewards.tolist())
@@ -221,8 +188,7 @@ def test_rl_rewards_each_sample_against_its_own_prompt(tiny_tokenizer):
 
     import unittest.mock as mock
 
-    with train_loop.adapted(hf, arch_mod.inspect(hf), cfg) as model, \
-            mock.patch.object(train_loop, "policy_update", capture):
+    with train_loop.adapted(hf, cfg) as model, mock.patch.object(policy, "policy_update", capture):
         curve = train_loop.train(model, tiny_tokenizer, cfg, prompts, reward=lambda i, text: float(i),
                                  generator=torch.Generator().manual_seed(0))
     # steps take prompts (0, 1), (2, 3), (4, 0); each prompt's 3 samples get its index
@@ -247,12 +213,12 @@ def test_equal_flops_steps_known_answer(tiny_tokenizer):
     targets = [" 3+10=13\n"] * 4
     p = len(tiny_tokenizer(prompts[0])["input_ids"])
     t = len(tiny_tokenizer(targets[0], add_special_tokens=False)["input_ids"])
-    rl = TrainConfig(method="rl", steps=5, batch=2, group=3, max_new_tokens=4)
+    rl = config("rl", steps=5, batch=2, group=3, max_new_tokens=4)
     counts = train_loop.step_tokens(tiny_tokenizer, rl, prompts)
     assert counts == [(3 * (2 * p + 2 * 4), 3 * (2 * p + 2 * 4))] * 5
     budget = sum(train_loop.flops_of(100, rl, *c) for c in counts)
     assert budget == 100 * 5 * (4 + 2) * 3 * (2 * p + 8)
-    sft = TrainConfig(method="sft", steps=1, batch=1)
+    sft = config("sft", steps=1, batch=1)
     n = train_loop.steps_for_flops(tiny_tokenizer, 100, sft, prompts, targets, budget)
     per = 100 * 4 * (p + t)
     assert (n - 1) * per < budget <= n * per

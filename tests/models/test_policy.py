@@ -1,0 +1,70 @@
+"""The engine's policy-gradient update on a tiny hand-built model: the sign (a completion with positive advantage
+gains log-probability, one with negative advantage loses it), the group-centred advantages, and no update when
+a group carries no signal."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench.models import decoding, policy
+from bench.models import train as engine
+from tests.conftest import build_tiny
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _completions(tok, prompt: str, texts: list[str]) -> decoding.Completions:
+    c_ids, c_mask = decoding.encode_completions(tok, texts, "cpu")
+    return decoding.Completions(decoding.encode(tok, [prompt] * len(texts), "cpu"), c_ids, c_mask, tuple(texts))
+
+
+def _seq_logp(model, comp) -> torch.Tensor:
+    with torch.no_grad():
+        return decoding.token_logprobs(model, comp.prompts, comp.ids, comp.mask).sum(-1)
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_positive_advantage_gains_probability_negative_loses(tiny_tokenizer, method):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    recipe = engine.Recipe(method=method, lr=3e-3 if method == "lora" else 1e-3, schedule="constant", r=8,
+                           alpha=16, rslora=False, dropout=0.0, targets="all")
+    comp = _completions(tiny_tokenizer, "Cards: 3, K. Target: 13.\nAnswer:", [" 3+10\n", " 9*4\n"])
+    rewards = torch.tensor([1.0, 0.0])  # one group of two samples: advantages +0.5 and −0.5
+    ctx = engine.recipe_adapters(hf, recipe) if method == "lora" else None
+    model = ctx.__enter__().get_base_model() if ctx else engine.full_copy(hf)
+    try:
+        before = _seq_logp(model, comp)
+        opt, _ = engine.optimizer(model, recipe, 3)
+        for _ in range(3):
+            policy.policy_update(model, opt, comp, rewards, group=2)
+        after = _seq_logp(model, comp)
+    finally:
+        if ctx:
+            ctx.__exit__(None, None, None)
+    assert after[0] > before[0] + 0.05  # rewarded answer up
+    assert after[1] < before[1] - 0.05  # unrewarded answer down
+
+
+def test_advantages_are_centred_per_group():
+    adv = policy.group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0]), group=3)
+    assert torch.allclose(adv, torch.tensor([2 / 3, -1 / 3, -1 / 3, -2 / 3, 1 / 3, 1 / 3]))
+
+
+def test_pg_loss_known_answer():
+    """Two completions with mean token log-probs −1 (two tokens) and −3 (one token, one pad) and advantages
+    +1 / −1: loss = −mean(1·(−1) + (−1)·(−3)) = −1."""
+    comp = decoding.Completions(None, torch.zeros(2, 2, dtype=torch.long), torch.tensor([[1, 1], [1, 0]]), ("a", "b"))
+    logp = torch.tensor([[-0.5, -1.5], [-3.0, 0.0]])
+    assert policy.pg_loss(comp, logp, torch.tensor([1.0, -1.0])).item() == pytest.approx(-1.0)
+
+
+def test_no_signal_no_change(tiny_tokenizer):
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    recipe = engine.Recipe(lr=1e-2, r=8, alpha=16, targets="all", dropout=0.0)
+    comp = _completions(tiny_tokenizer, "Answer:", [" 1\n", " 2\n"])
+    with engine.recipe_adapters(hf, recipe) as wrapper:
+        model = wrapper.get_base_model()
+        before = _seq_logp(model, comp)
+        policy.policy_update(model, engine.optimizer(model, recipe, 1)[0], comp, torch.tensor([1.0, 1.0]), 2)
+        assert torch.equal(_seq_logp(model, comp), before)
