@@ -12,39 +12,27 @@ import numpy as np
 
 from bench.ground.costs import Cost, Planned, Work, cost_def
 from bench.families.generalization import tasks
-from bench.families.generalization.train_loop import TrainConfig, flops_of, step_batches, step_tokens, steps_for_flops
+from bench.families.generalization.train_loop import TrainConfig, config, flops_of, step_tokens, steps_for_flops
 from bench.models import costs as mc
+from bench.models import train as engine
 
 
 def _decode_rl(tok, prompts: list[str], cfg: TrainConfig) -> Work:
     """One RL step: sampling `group` answers per prompt in one batch, then the policy-gradient pass."""
-    expanded = [p for p in prompts for _ in range(cfg.group)]
+    expanded = [p for p in prompts for _ in range(cfg.sampling.group)]
     rows = [tok(p)["input_ids"] for p in expanded]
     from bench.models import decoding
 
     P = decoding.shared_length(rows)
     S = max(len(r) for r in rows) - P
     n = len(expanded)
-    sample = Work(forward=P + n * S, head=1 + n, generated=n * (cfg.max_new_tokens - 1), calls=1 + cfg.max_new_tokens,
-                  context=P + S + cfg.max_new_tokens, batch_tokens=n * S, logit_rows=n,
-                  kv_tokens=n * (P + S + cfg.max_new_tokens))
-    C = cfg.max_new_tokens
+    sample = Work(forward=P + n * S, head=1 + n, generated=n * (cfg.sampling.max_new_tokens - 1), calls=1 + cfg.sampling.max_new_tokens,
+                  context=P + S + cfg.sampling.max_new_tokens, batch_tokens=n * S, logit_rows=n,
+                  kv_tokens=n * (P + S + cfg.sampling.max_new_tokens))
+    C = cfg.sampling.max_new_tokens
     update = Work(backward=P + n * (S + C), backward_head=n * (C + 1) + (1 if P else 0), calls=2, steps=1,
                   grad_tokens=P + n * (S + C), logit_rows=n * (C + 1))
     return sample + update
-
-
-def _sft_step(tok, prompts: list[str], targets: list[str]) -> Work:
-    rows = [tok(p)["input_ids"] for p in prompts]
-    from bench.models import decoding
-
-    P = decoding.shared_length(rows)
-    S = max(len(r) for r in rows) - P
-    C = max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in targets)
-    n = len(prompts)
-    return Work(backward=P + n * (S + C), backward_head=n * (C + 1) + (1 if P else 0), calls=2, steps=1,
-                grad_tokens=P + n * (S + C),
-                logit_rows=n * (C + 1))
 
 
 @cost_def("sft_vs_rl")
@@ -69,7 +57,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
         return [f" {it.solution}\n" for it in items]
 
     common = dict(batch=batch, group=group, lr=lr, adapter=adapter, lora_rank=lora_rank, lora_alpha=2 * lora_rank,
-                  max_new_tokens=max_new_tokens, temperature=temperature)
+                  max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     trainable = m.shape.n_params if adapter == "full" else mc.lora_params(m.shape, "all", lora_rank)
     extra = Work(trainable=trainable, full_copy=adapter == "full")
     evaluate = sum((mc.decode(tok, prompts(items), max_new_tokens, micro_batch=micro_batch, window=m.shape.window)
@@ -77,14 +65,16 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
 
     def fit(cfg: TrainConfig, items) -> Work:
         ps, ts = prompts(items), targets(items)
+        if cfg.method == "sft":  # the engine's fit on (prompt, verified solution) examples
+            examples = [engine.Example(p, t) for p, t in zip(ps, ts)]
+            return extra + mc.fit(tok, examples, cfg.recipe, trainable)
         w = extra
-        for idx in step_batches(len(ps), cfg):
-            w = w + (_sft_step(tok, [ps[i] for i in idx], [ts[i] for i in idx]) if cfg.method == "sft"
-                     else _decode_rl(tok, [ps[i] for i in idx], cfg))
+        for idx in engine.batch_order(len(ps), cfg.recipe):
+            w = w + _decode_rl(tok, [ps[i] for i in idx], cfg)
         return w
 
-    init_cfg = TrainConfig(method="sft", steps=init_steps, **{**common, "batch": sft_batch})
-    rl_cfg = TrainConfig(method="rl", steps=steps, **common)
+    init_cfg = config("sft", steps=init_steps, **{**common, "batch": sft_batch})
+    rl_cfg = config("rl", steps=steps, **common)
     parts = []
     if "base_rl" in arms:
         parts.append(("sft_vs_rl|base", evaluate))
@@ -99,16 +89,14 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
                 continue
             if arm == "sft":
                 budget = sum(flops_of(m.shape.n_params, rl_cfg, *t) for t in step_tokens(tok, rl_cfg, prompts(order)))
-                probe = TrainConfig(method="sft", steps=1, **{**common, "batch": sft_batch})
+                probe = config("sft", steps=1, **{**common, "batch": sft_batch})
                 n = steps_for_flops(tok, m.shape.n_params, probe, prompts(order), targets(order), budget)
-                cfg = TrainConfig(method="sft", steps=n, **{**common, "batch": sft_batch})
+                cfg = config("sft", steps=n, **{**common, "batch": sft_batch})
             else:
                 cfg = rl_cfg
             every = cfg.steps // (curve_points + 1)
             checks = len([k for k in range(1, cfg.steps) if every and k % every == 0])
             w = fit(cfg, order) + evaluate.times(1 + checks)
-            if arm != "base_rl" and adapter == "full":
-                w = w + fit(init_cfg, init_items)  # full weights are not cached: the start is trained again
             parts.append((f"sft_vs_rl|{arm}|{s}", w))
     return Cost(tuple(parts), units=seeds * n_eval, unit="seeds × held-out hands",
                 notes=("each answer counted at its whole token budget (greedy answers may stop sooner)",))
