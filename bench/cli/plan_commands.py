@@ -63,6 +63,11 @@ def plan(paths, models_, profile, device, dtype, seed, control, revision, gpu_me
     rows = costs.for_run(specs, opts, host_limit=int(host_memory * GIB) if host_memory else None,
                          device_limit=int(gpu_memory * GIB) if gpu_memory else None, runs_dir=runs_dir)
     totals = costs.totals(rows)
+    from bench.spine import calibrate
+
+    why = calibrate.warning(calibrate.rates(run.resolve_device(opts.device)))
+    if why:
+        click.echo(f"note: {why}", err=True)
     if as_json:
         for r in rows:
             click.echo(json.dumps(r.to_json()))

@@ -186,6 +186,7 @@ class Rates:
     head: float = 0.0  # FLOP/s of LM-head-sized products (a wide matrix and its log-softmax); 0: the forward rate
     bandwidth: float = 1e10  # bytes/s of streaming memory: each model call reads the weights once
     machine: str = ""
+    load: float = 0.0  # the 1-minute load average per CPU when measured: other work slows every rate above
 
     def __post_init__(self):
         if not self.head:

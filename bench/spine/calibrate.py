@@ -7,7 +7,8 @@ backward pass), cached one-token decoding steps (decoding FLOP/s), one-token cal
 model call, less one read of the weights), a float64 matrix product (FLOP/s of kernels outside the model), a
 save and load of the weights (bytes loaded per second) and the process's resident memory before any model.
 The result is cached in the bench cache folder under a key of the machine (host name, processor, CPU count),
-the torch version, the thread count and the device; ``BENCH_RECALIBRATE=1`` measures again.
+the torch version, the thread count and the device; ``BENCH_RECALIBRATE=1`` measures again.  The load average
+at measurement is kept with the rates: `bench plan` warns when they were taken on a busy machine.
 """
 
 from __future__ import annotations
@@ -52,6 +53,25 @@ def rates(device: str = "cpu", refresh: bool = False) -> Rates:
     return got
 
 
+BUSY = 0.5  # rates measured above this load per CPU are taken with other work running
+
+
+def busy() -> float:
+    """The 1-minute load average per CPU (0 where the system does not report one)."""
+    try:
+        return os.getloadavg()[0] / max(1, os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def warning(r: Rates) -> str | None:
+    """Why predictions from `r` may be too long: it was measured while other work held the CPUs."""
+    if r.load <= BUSY:
+        return None
+    return (f"this machine's rates were measured at a load of {r.load:.1f} per CPU (other work running), so the "
+            f"predicted times are likely too long; measure again on a quiet machine with BENCH_RECALIBRATE=1")
+
+
 def _resident_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:
@@ -77,6 +97,7 @@ def measure(device: str = "cpu") -> Rates:
     import transformers as tf
 
     base = _resident_bytes()
+    load = busy()
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     with torch.random.fork_rng(devices=[]):
@@ -150,4 +171,4 @@ def measure(device: str = "cpu") -> Rates:
             tf.utils.logging.enable_progress_bar()
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, load_bps=size / max(1e-9, t_load), head=head, bandwidth=bandwidth,
-                 machine=machine_key(device))
+                 machine=machine_key(device), load=max(load, busy()))

@@ -169,3 +169,32 @@ def test_units_for_power_from_an_earlier_record(cli, config_only, calibrated, tm
                                                                                          (1.5, 2.5, 1.0))]
     assert need == [2, 6]
     assert cell["units_for_power"] == 6 and cell["units"] == 16
+
+
+def test_plan_warns_when_the_rates_were_measured_on_a_busy_machine(cli, config_only, monkeypatch):
+    """Rates taken while other work held the CPUs make every prediction long (a load of 6 on 2 cores gave a
+    total 3.4× the measured run): the plan says so, and stays quiet for rates from a quiet machine."""
+    from dataclasses import replace
+
+    from bench.spine import calibrate
+
+    for load, warned in ((3.0, True), (0.2, False)):
+        monkeypatch.setattr(calibrate, "rates", lambda device="cpu", refresh=False, l=load: replace(RATES, load=l))
+        res = cli(*["plan", SPEC, "--models", str(config_only)])
+        assert res.exit_code == 0, res.output
+        assert ("measured at a load of 3.0 per CPU" in res.output) is warned, res.output
+
+
+def test_measured_rates_keep_the_load_they_were_taken_at(monkeypatch):
+    from bench.spine import calibrate
+
+    monkeypatch.setattr(calibrate.os, "getloadavg", lambda: (6.0, 5.0, 4.0))
+    monkeypatch.setattr(calibrate.os, "cpu_count", lambda: 2)
+    assert calibrate.busy() == 3.0
+    assert calibrate.warning(replace_load(3.0)) is not None and calibrate.warning(replace_load(0.4)) is None
+
+
+def replace_load(load: float):
+    from dataclasses import replace
+
+    return replace(RATES, load=load)
