@@ -1,0 +1,118 @@
+"""The `full` profile, executed: every spec of each family on one model, one family at a time, with a wall-time cap.
+
+    python benchmarks/full_profile.py [FAMILY …] [--model smollm2-135m] [--cap-min 30] [--out docs/scale.md]
+
+Per family: `bench verify specs/<family> --profile full` in its own process (cold: a fresh results cache in a
+temporary folder; converted weights and corpora come from the usual cache), its wall time and peak resident
+memory (GNU time), and per cell the measured seconds and outcome from the run record beside the plan's
+prediction and the counted tokens (forward, backward, generated; :mod:`bench.spine.costs`).  A family that
+passes its cap is stopped and reported as such, with the cells it finished.  Prints a markdown table (and
+writes it with ``--out``) headed by the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def planned(family: str, model: str) -> dict[str, dict]:
+    """claim → the plan's row (predicted seconds and counted work) for `model` under the full profile."""
+    from bench.ground import spec
+    from bench.spine import costs, run
+
+    opts = run.Options(models=(model,), profile="full", device="cpu")
+    rows = costs.for_run(spec.load_specs([ROOT / "specs" / family]), opts, strict=False)
+    out = {}
+    for r in rows:
+        work = r.work[1] if r.work else None
+        out[r.claim] = {"predicted_s": r.predicted_s, "peak_host": r.peak_host_bytes,
+                        "forward": getattr(work, "forward", None), "backward": getattr(work, "backward", None),
+                        "generated": getattr(work, "generated", None)}
+    return out
+
+
+def run_family(family: str, model: str, cap_s: float, cache: Path, runs: Path) -> dict:
+    """Run one family cold under `cap_s` seconds; wall time, peak RSS (KiB) and the exit status."""
+    env = {**os.environ, "BENCH_CACHE": str(cache)}
+    cmd = [sys.executable, "-m", "bench", "verify", str(ROOT / "specs" / family), "--models", model,
+           "--profile", "full", "--runs-dir", str(runs), "--no-report"]
+    timer = shutil.which("time") and Path("/usr/bin/time").exists()
+    stats = runs / f"{family}.time"
+    if timer:
+        cmd = ["/usr/bin/time", "-f", "%M", "-o", str(stats), *cmd]
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, timeout=cap_s, capture_output=True, text=True)
+        status = proc.returncode
+    except subprocess.TimeoutExpired:
+        status = "cap"
+    wall = time.perf_counter() - t
+    peak = int(stats.read_text().split()[-1]) if timer and stats.exists() and stats.read_text().strip() else None
+    return {"wall_s": wall, "peak_kib": peak, "status": status}
+
+
+def cells(runs: Path) -> dict[str, dict]:
+    """claim → measured seconds and outcome, from the newest record under `runs` (a capped run may have none)."""
+    records = sorted(runs.glob("*/record.json"))
+    if not records:
+        return {}
+    rec = json.loads(records[-1].read_text())
+    return {c["spec"]["id"]: {"s": c["timings"].get("total_s", 0.0), "outcome": c["verdict"]["outcome"]}
+            for c in rec["cells"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("families", nargs="*")
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--cap-min", type=float, default=30.0)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    families = a.families or sorted(p.name for p in (ROOT / "specs").iterdir() if p.is_dir())
+    base = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "bench"))
+    lines = [f"Full profile on {a.model}, CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} "
+             f"cores, {time.strftime('%Y-%m-%d')}; cap {a.cap_min:g} min per family.", "",
+             "| family | claim | predicted s | measured s | ratio | forward | backward | generated | outcome |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    summary = []
+    for fam in families:
+        with tempfile.TemporaryDirectory() as tmp:
+            cache, runs = Path(tmp) / "cache", Path(tmp) / "runs"
+            cache.mkdir()
+            runs.mkdir()
+            for shared in ("data", "gguf", "models"):  # weights and corpora are not what is measured
+                if (base / shared).exists():
+                    (cache / shared).symlink_to(base / shared)
+            plan = planned(fam, a.model)
+            got = run_family(fam, a.model, a.cap_min * 60, cache, runs)
+            measured = cells(runs)
+        for claim, p in plan.items():
+            m = measured.get(claim)
+            ratio = f"{p['predicted_s'] / m['s']:.2f}" if m and m["s"] > 0.5 else "—"
+            lines.append(f"| {fam} | {claim.split('.', 1)[1]} | {p['predicted_s']:.0f} | "
+                         f"{m['s']:.0f} | {ratio} | {p['forward']} | {p['backward']} | {p['generated']} | "
+                         f"{m['outcome']} |" if m else
+                         f"| {fam} | {claim.split('.', 1)[1]} | {p['predicted_s']:.0f} | — | — | {p['forward']} | "
+                         f"{p['backward']} | {p['generated']} | not reached ({got['status']}) |")
+        peak = f"{got['peak_kib'] / 2**20:.2f} GiB" if got["peak_kib"] else "?"
+        summary.append(f"- {fam}: wall {got['wall_s'] / 60:.1f} min, peak RSS {peak}, exit {got['status']}")
+        print(summary[-1], flush=True)
+    text = "\n".join(lines + [""] + summary) + "\n"
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
