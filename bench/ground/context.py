@@ -18,8 +18,11 @@ from bench.ground.store import Cache
 class ProbeContext:
     model: Any  # bench.models.LoadedModel, or None for probes that bring their own models
     seed: int
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # the run's device, resolved once
-    dtype: str = "float32"  # the weights' dtype by name, resolved once by the run for its device
+    # The run's device and weights' dtype, resolved once (bench.spine.run.settings); the run loads `model` and
+    # the companions there, so a model-bound probe follows its model's tensors, and a probe that builds its own
+    # models (the circuits toys) reads `device` from here.  Toys train in float32 whatever `dtype` says.
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    dtype: str = "float32"
     cache: Cache | None = None
     progress: Callable[[float, str], None] = lambda fraction, message="": None
     companions: Callable[[str], Any] | None = None  # name → loaded model, for the models the probe declares

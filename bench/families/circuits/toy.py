@@ -142,22 +142,26 @@ def training_batch(cfg: ToyConfig, batch: int, generator: torch.Generator) -> to
     return raw.gather(1, src)  # (B, T)
 
 
-def train(cfg: ToyConfig, progress: Callable[[int, int], None] | None = None) -> AttnOnlyTransformer:
+def train(cfg: ToyConfig, progress: Callable[[int, int], None] | None = None,
+          device: torch.device | str = "cpu") -> AttnOnlyTransformer:
     """Train a fresh model on :func:`training_batch` data with AdamW; deterministic given ``cfg.seed``.
 
     The initialisation uses the global torch RNG inside :func:`torch.random.fork_rng`, so the caller's RNG
-    state is restored afterwards; the data come from a private generator seeded from ``cfg.seed``.
+    state is restored afterwards; the data come from a private generator seeded from ``cfg.seed``.  Weights and
+    data are drawn on the CPU, whatever `device` the model then trains on, so every device starts from the same
+    draws.
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = AttnOnlyTransformer.from_config(cfg)
+    model.to(device)
     gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup)))
     every = max(1, cfg.steps // 20)
     model.train()
     for step in range(cfg.steps):
-        ids = training_batch(cfg, cfg.batch, gen)  # (B, T)
+        ids = training_batch(cfg, cfg.batch, gen).to(device)  # (B, T)
         logits, _ = model(ids[:, :-1])  # (B, T-1, V)
         loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), ids[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -180,7 +184,8 @@ def evaluate(model: AttnOnlyTransformer, cfg: ToyConfig, n_seq: int, seed: int, 
     with ``cfg.seed + 1_000_003`` and draws differently shaped sequences, so the two streams never coincide.
     """
     gen = torch.Generator().manual_seed(seed)
-    ids = repeated_random_tokens(torch.arange(cfg.vocab), n_seq, cfg.period, gen)  # (n, 2L)
+    device = next(model.parameters()).device
+    ids = repeated_random_tokens(torch.arange(cfg.vocab), n_seq, cfg.period, gen).to(device)  # (n, 2L)
     was_training = model.training
     model.eval()
     ind, prev, first, second = [], [], [], []
@@ -194,8 +199,8 @@ def evaluate(model: AttnOnlyTransformer, cfg: ToyConfig, n_seq: int, seed: int, 
         second.append(s)
     model.train(was_training)
     return {
-        "induction": torch.cat(ind),
-        "prev_token": torch.cat(prev),
-        "loss_first": torch.cat(first),
-        "loss_second": torch.cat(second),
+        "induction": torch.cat(ind).cpu(),
+        "prev_token": torch.cat(prev).cpu(),
+        "loss_first": torch.cat(first).cpu(),
+        "loss_second": torch.cat(second).cpu(),
     }

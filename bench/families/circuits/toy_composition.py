@@ -28,12 +28,13 @@ from bench.families.circuits.schemas import ToyHeadScores
 METRICS = ("induction_score", "prev_token_score", "loss_first", "loss_second", "loss_drop")
 
 
-def toy_frame(cfg: toy.ToyConfig, n_eval: int, progress=lambda f, m="": None) -> pd.DataFrame:
+def toy_frame(cfg: toy.ToyConfig, n_eval: int, progress=lambda f, m="": None, device="cpu") -> pd.DataFrame:
     parts = []
     for k, n_layers in enumerate((1, 2)):
         c = toy.ToyConfig(**{**asdict(cfg), "n_layers": n_layers})
         model = toy.train(c, progress=lambda step, total, k=k: progress((k + step / total) / 2,
-                                                                         f"training {n_layers}-layer toy"))
+                                                                         f"training {n_layers}-layer toy"),
+                          device=device)
         r = toy.evaluate(model, c, n_seq=n_eval, seed=cfg.seed + 10_000)
         subject = f"toy-{n_layers}L"
         first, second = np.asarray(r["loss_first"]), np.asarray(r["loss_second"])
@@ -68,8 +69,11 @@ def toy_composition(ctx, p: ToyParams) -> pd.DataFrame:
         cfg = toy.ToyConfig(vocab=p.toy_vocab, d_model=p.toy_width, n_heads=p.toy_heads, period=p.toy_period,
                             steps=p.toy_steps, batch=p.toy_batch, lr=p.toy_lr, seed=ctx.seed + r)
         progress = (lambda f, m="", r=r: ctx.progress((r + f) / p.toy_runs, f"{m} (run {r + 1} of {p.toy_runs})"))
-        toys = ctx.memo({"fn": "toy_composition", "v": 1, "cfg": asdict(cfg), "n_eval": toy_eval},
-                        lambda cfg=cfg, progress=progress: toy_frame(cfg, toy_eval, progress))
+        # the toys have no model to follow: they train on the run's device (ctx.device); a GPU's sums round
+        # differently from the CPU's, so its runs are cached apart (the CPU key is unchanged)
+        where = {} if ctx.device.type == "cpu" else {"device": ctx.device.type}
+        toys = ctx.memo({"fn": "toy_composition", "v": 1, "cfg": asdict(cfg), "n_eval": toy_eval, **where},
+                        lambda cfg=cfg, progress=progress: toy_frame(cfg, toy_eval, progress, ctx.device))
         runs.append(toys.assign(train_seed=cfg.seed))
     heads = p.repeats.scores(ctx)
     heads = heads[heads["metric"] == "induction_score"].assign(subject="model", train_seed=pd.NA)

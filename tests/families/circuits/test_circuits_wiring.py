@@ -192,3 +192,33 @@ def test_norm_folding_compares_in_float32_when_the_run_is_bfloat16(tiny_model_di
     assert "compared in float32" in " ".join(frame.attrs["notes"])
     after = bf16.hf.state_dict()
     assert all(after[k].dtype == torch.bfloat16 and torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_toy_composition_trains_its_toys_on_the_runs_device(loaded_tiny, monkeypatch, one_thread):
+    """The toys follow no model, so they read the run's device from the context (resolved once by the run)
+    and a non-CPU run caches its toys apart from the CPU's."""
+    from bench.families.circuits import toy
+
+    seen, keys = [], []
+    real_train = toy.train
+
+    def train(cfg, progress=None, device="cpu"):
+        seen.append(torch.device(device))
+        return real_train(cfg, progress)  # trained on the CPU: this machine may have no such device
+
+    class Memo:
+        def __call__(self, parts, compute):
+            keys.append(parts)
+            return compute()
+
+    monkeypatch.setattr(toy, "train", train)
+    params = dict(seq_len=6, batch=2, toy_steps=2, toy_eval=4, toy_batch=4, toy_width=16, toy_heads=2,
+                  toy_vocab=16, toy_period=6, toy_runs=1)
+    info = registry.probe("toy_composition")
+    for dev in ("cpu", "cuda:1"):
+        ctx = ProbeContext(model=loaded_tiny, seed=0, device=torch.device(dev))
+        monkeypatch.setattr(ctx, "memo", Memo())
+        info.call(ctx, **params)
+    assert seen == [torch.device("cpu")] * 2 + [torch.device("cuda:1")] * 2  # a 1-layer and a 2-layer toy each
+    toys = [k for k in keys if k.get("fn") == "toy_composition"]
+    assert len(toys) == 2 and "device" not in toys[0] and toys[1]["device"] == "cuda"
