@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,7 @@ def run_family(family: str, model: str, cap_s: float, cache: Path, runs: Path) -
     env = {**os.environ, "BENCH_CACHE": str(cache)}
     cmd = [sys.executable, "-m", "bench", "verify", str(ROOT / "specs" / family), "--models", model,
            "--profile", "full", "--runs-dir", str(runs), "--no-report"]
-    timer = shutil.which("time") and Path("/usr/bin/time").exists()
+    timer = Path("/usr/bin/time").is_file()  # GNU time writes the child's peak RSS; without it, none is shown
     stats = runs / f"{family}.time"
     if timer:
         cmd = ["/usr/bin/time", "-f", "%M", "-o", str(stats), *cmd]
