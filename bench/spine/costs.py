@@ -45,6 +45,7 @@ class Row:
     units_for_power: int | None
     power_note: str = ""
     notes: list[str] = field(default_factory=list)
+    memory: dict[str, int] = field(default_factory=dict)  # the peak's bytes by what holds them (gc.peak_parts)
     work: Any = field(default=None, repr=False)  # (shape, counted work, bytes loaded first), to time again
 
     def to_json(self) -> dict[str, Any]:
@@ -130,7 +131,8 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         for k in keys:
             (done[""] if k.startswith("global|") else seen).add(k)
         measured[cell.model].add(ident)
-        peak = gc.peak_bytes(shape, cost.total(), width)
+        parts = gc.peak_parts(shape, cost.total(), width)
+        peak = sum(parts.values())
         weights = shape.n_params * width
         host = rates.base_bytes + (weights if on_gpu else peak)
         dev = peak if on_gpu else 0
@@ -143,7 +145,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, seconds and round(seconds, 2), int(host), int(dev),
                         fits, units, unit, need, why,
                         list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else [])
-                        + ([stand_in] if stand_in else []),
+                        + ([stand_in] if stand_in else []), {k: int(v) for k, v in parts.items() if v},
                         (shape, work, load, width)))
     return rows
 

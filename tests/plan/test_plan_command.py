@@ -44,6 +44,9 @@ def test_seconds_and_bytes_by_hand():
     m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
     # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
     assert gc.peak_bytes(s, m, 2) == 328 * 2 + 3 * 48 * 2 + 240 + 80 + 112 + 11
+    parts = gc.peak_parts(s, m, 2)  # what holds the peak, the sum above split by holder
+    assert {k: v for k, v in parts.items() if v} == {"weights": 656, "activations": 288, "logits": 240,
+                                                       "kv_cache": 80, "optimizer": 112, "extra": 11}
 
 
 def test_work_adds_time_and_keeps_the_largest_batch():
