@@ -146,10 +146,14 @@ def main() -> None:
     ap.add_argument("--cap-min", type=float, default=20.0)
     ap.add_argument("--json", type=Path, help="write every result here as it comes (a partial run keeps them)")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", type=Path, nargs="*", help="only print the table of earlier --json files")
     a = ap.parse_args()
     results: list[dict] = []
     head = (f"Random-init scaling, smoke profile, CPU: {platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} cores, float32, {time.strftime('%Y-%m-%d')}.\n\n")
+    if a.table:
+        print(head + table([r for f in a.table for r in json.loads(f.read_text())]))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for ladder in a.ladders.split(","):
             alias, configs = LADDERS[ladder]
