@@ -245,22 +245,27 @@ def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | Non
     cells = planning.build(specs, opts.models, profile, (opts.seed,), opts.control)
     refs = {name: opts.refs.get(name) or models.resolve(name, opts.revision) for name in {c.model for c in cells}}
     if executing:
-        cells = [c for c in cells if not _in_cache(c, refs[c.model], device, dtype)]
+        prints: dict[str, str | None] = {}  # a model's fingerprint, once (an embedded GGUF's takes a second)
+        cells = [c for c in cells if not _in_cache(c, refs[c.model], device, dtype, prints)]
     return plan(cells, refs, device, dtype, rates or calibrate.rates(device if timed else "cpu"),
                 host_limit=host_limit if host_limit is not None else host_memory(),
                 device_limit=device_limit if device_limit is not None else device_memory(device),
                 runs_dir=runs_dir, strict=strict, timed=timed)
 
 
-def _in_cache(cell: Cell, ref: Any, device: str, dtype: str) -> bool:
-    """Whether the run will read `cell`'s frame from the cache (under the key the run computes for it)."""
+def _in_cache(cell: Cell, ref: Any, device: str, dtype: str, prints: dict[str, str | None]) -> bool:
+    """Whether the run will read `cell`'s frame from the cache (under the key the run computes for it).
+    `prints`: model name → fingerprint, filled as models are met."""
     from bench import models
     from bench.ground.store import Cache, key_of
     from bench.spine import plan as planning
 
     try:
-        companions = {n: models.resolve(n).fingerprint() for n in planning.companions(cell)}
-        parts = planning.cache_parts(cell, ref.fingerprint() if cell.probe.uses_model else None,
+        for name, r in [(n, None) for n in planning.companions(cell)] + [(cell.model, ref)]:
+            if name not in prints:
+                prints[name] = (r or models.resolve(name)).fingerprint()
+        companions = {n: prints[n] for n in planning.companions(cell)}
+        parts = planning.cache_parts(cell, prints[cell.model] if cell.probe.uses_model else None,
                                      device.partition(":")[0], dtype, companions)
     except Exception:  # noqa: BLE001 - a model that cannot be fingerprinted now: plan the cell, the run says why
         return False
