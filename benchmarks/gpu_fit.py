@@ -38,7 +38,8 @@ def plan(config: str, family: str, gib: float) -> list[dict]:
 def line(config: str, r: dict) -> str:
     top = sorted(r.get("memory", {}).items(), key=lambda kv: -kv[1])[:2]
     why = ", ".join(f"{HOLDERS.get(k, k)} {v / GIB:.1f}" for k, v in top)
-    return (f"| {config} | {r['claim']} | {r['peak_device_bytes'] / GIB:.1f} | {'yes' if r['fits'] else '**no**'} "
+    model = config + ("+random-init" if r["model"].endswith("+random-init") else "")  # a control the claim runs beside
+    return (f"| {model} | {r['claim']} | {r['peak_device_bytes'] / GIB:.1f} | {'yes' if r['fits'] else '**no**'} "
             f"| {why} |")
 
 
