@@ -14,8 +14,8 @@ record's ``measure_s``: the probe's work, the random initialisation left out) an
 the process (GNU time) are printed beside ``bench plan``'s prediction for the same model and spec: the
 predicted seconds of the counted work (the weight-loading term left out, as the measurement leaves it out) and
 the predicted peak host memory, and the 5-minute load average per CPU when it ended (other work on the
-machine slows a cell; the plan's rates were measured on a quiet one).  Then, per cell and ladder, the growth from the smallest model to the largest,
-measured against predicted.
+machine slows a cell; the plan's rates were measured on a quiet one).  Then, per cell and ladder, the growth
+from the smallest model to the largest, measured against predicted.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "benchmarks" / "configs"
 sys.path.insert(0, str(ROOT))
 
-LADDERS = {"llama": ("smollm2-135m", ["smollm2-360m", "tinyllama-1.1b"]), "gemma3": ("gemma3-270m", ["gemma3-1b"])}
+LADDERS = {"llama": ("smollm2-135m", ["smollm2-360m", "tinyllama-1.1b"]),
+           "gemma3": ("gemma3-270m", ["gemma3-1b"])}
 CELLS = ["circuits/induction-heads-exist", "circuits/norm-folding-is-exact", "ecm/cot-helps-multistep",
          "microscope/logit-lens-converges"]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",

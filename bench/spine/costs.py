@@ -142,10 +142,10 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         units, unit = cost.units, cost.unit  # the rule's own n when an earlier run of this profile has one
         if before is not None and before.get("profile") == cell.spec.profile:
             units = int(before["n"])
-        rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, seconds and round(seconds, 2), int(host), int(dev),
-                        fits, units, unit, need, why,
-                        list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else [])
-                        + ([stand_in] if stand_in else []), {k: int(v) for k, v in parts.items() if v},
+        notes = (list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else [])
+                 + ([stand_in] if stand_in else []))
+        rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, seconds and round(seconds, 2), int(host),
+                        int(dev), fits, units, unit, need, why, notes, {k: int(v) for k, v in parts.items() if v},
                         (shape, work, load, width)))
     return rows
 
