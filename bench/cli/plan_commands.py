@@ -17,7 +17,9 @@ def _gib(n: int) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def _duration(s: float) -> str:
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "? s"
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
@@ -65,7 +67,9 @@ def plan(paths, models_, profile, device, dtype, seed, control, revision, gpu_me
     totals = costs.totals(rows)
     from bench.spine import calibrate
 
-    why = calibrate.warning(calibrate.rates(run.resolve_device(opts.device)))
+    device, timed = costs._device(opts.device, gpu_memory)
+    why = (calibrate.warning(calibrate.rates(device)) if timed else
+           f"no {device} device on this machine: memory is planned against --gpu-memory, time is not")
     if why:
         click.echo(f"note: {why}", err=True)
     if as_json:
@@ -75,6 +79,8 @@ def plan(paths, models_, profile, device, dtype, seed, control, revision, gpu_me
         sys.exit(0)
     for r in [r for r in rows if r.notes and r.notes[0].startswith("no cost counted")]:
         click.echo(f"note: {r.claim} × {r.model}: {r.notes[0]}", err=True)
+    for note in dict.fromkeys(n for r in rows for n in r.notes if n.startswith("token counts from")):
+        click.echo(f"note: {note}", err=True)
     for r in rows:
         power = (f"{r.units}/{r.units_for_power}" if r.units_for_power is not None
                  else f"{r.units if r.units is not None else '–'}/?")

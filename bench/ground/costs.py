@@ -242,15 +242,20 @@ def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
             + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth)
 
 
-def peak_bytes(shape: Shape, w: Work, dtype_bytes: int) -> int:
-    """Peak bytes of the model and what `w`'s largest batch keeps (module docstring)."""
+def peak_parts(shape: Shape, w: Work, dtype_bytes: int) -> dict[str, int]:
+    """The peak bytes of the model and what `w`'s largest batch keeps, by what holds them (module docstring)."""
     d, f, L = shape.d_model, shape.d_ff, shape.n_layers
-    weights = shape.n_params * dtype_bytes
-    working = w.batch_tokens * (6 * d + 3 * f) * dtype_bytes  # one layer's activations at a time
-    kept = w.grad_tokens * L * (12 * d + 4 * f) * dtype_bytes  # every layer's activations, for backward
-    logits = (w.logit_rows * shape.vocab) * 4 * 3  # float32 logits, their softmax and its gradient
-    maps = w.attention_maps * 4
-    kv = w.kv_tokens * 2 * L * shape.n_kv_heads * shape.head_dim * dtype_bytes
-    train = w.trainable * 4 * 4  # float32 weight, gradient and two AdamW moments
-    copy = shape.n_params * 4 if w.full_copy else 0
-    return int(weights + working + kept + logits + maps + kv + train + copy + w.extra_bytes)
+    return {"weights": shape.n_params * dtype_bytes,
+            "activations": w.batch_tokens * (6 * d + 3 * f) * dtype_bytes  # one layer's at a time
+            + w.grad_tokens * L * (12 * d + 4 * f) * dtype_bytes,  # every layer's, kept for the backward pass
+            "logits": w.logit_rows * shape.vocab * 4 * 3,  # float32 logits, their softmax and its gradient
+            "attention_maps": w.attention_maps * 4,
+            "kv_cache": w.kv_tokens * 2 * L * shape.n_kv_heads * shape.head_dim * dtype_bytes,
+            "optimizer": w.trainable * 4 * 4,  # float32 weight, gradient and two AdamW moments
+            "trained_copy": shape.n_params * 4 if w.full_copy else 0,
+            "extra": w.extra_bytes}  # Gram matrices, stored states: what the cost model states
+
+
+def peak_bytes(shape: Shape, w: Work, dtype_bytes: int) -> int:
+    """Peak bytes of the model and what `w`'s largest batch keeps (the sum of :func:`peak_parts`)."""
+    return int(sum(peak_parts(shape, w, dtype_bytes).values()))

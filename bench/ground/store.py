@@ -111,6 +111,10 @@ class Cache:
             self.drop(key)
             return None
 
+    def has(self, key: str) -> bool:
+        """Whether `key` has a complete entry (its marker is written last; damage shows only when it is read)."""
+        return self._paths(key)[1].exists()
+
     def put(self, key: str, frame: pd.DataFrame, parts: dict[str, Any]) -> None:
         data = frame_bytes(frame)
         data_path, meta_path = self._paths(key)

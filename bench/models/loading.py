@@ -123,7 +123,10 @@ class ModelRef:
         if self.control:
             from bench.models import controls
 
-            return controls.fingerprint(self.base.fingerprint(), self.control)
+            base = self.base  # a folder with a config and no weights: the control is that config (and tokenizer)
+            bare = base.kind == "path" and not weight_bytes(base)
+            return controls.fingerprint("config-sha256:" + _folder_hash(Path(base.location), False) if bare
+                                        else base.fingerprint(), self.control)
         if self.kind in ("alias", "gguf"):
             return "gguf-sha256:" + _file_hash(self._gguf())
         if self.kind == "path":
@@ -369,12 +372,12 @@ def _file_hash(path: Path) -> str:
     return digest
 
 
-def _folder_hash(folder: Path) -> str:
+def _folder_hash(folder: Path, weights: bool = True) -> str:  # weights False: config and tokenizer alone
     import hashlib
 
     h = hashlib.sha256()
     files = sorted(p for p in folder.rglob("*") if p.is_file() and _identity_file(p))
-    if not any(p.suffix in WEIGHT_SUFFIXES for p in files):
+    if weights and not any(p.suffix in WEIGHT_SUFFIXES for p in files):
         raise ModelError(f"model folder '{folder}' holds no weight files")
     for p in files:
         h.update(f"{p.relative_to(folder)}={_file_hash(p)};".encode())

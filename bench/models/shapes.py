@@ -1,7 +1,8 @@
 """A model's config and tokenizer without its weights, for planning a run (:mod:`bench.spine.costs`).
 
 Where they come from: an embedded model's converted folder (or, before its first conversion, the GGUF file's
-header, whose metadata is read without de-quantising a tensor), a checkpoint folder's config.json, a GGUF
+header, whose metadata is read without de-quantising a tensor), a checkpoint folder's config.json (with a
+stand-in tokenizer when the folder has none), a GGUF
 file's header, the hub cache's snapshot folder or the hub (config and tokenizer files only).  A
 ``+random-init`` control has its base model's config and tokenizer.  No weight file is opened."""
 
@@ -31,18 +32,31 @@ def source(ref: ModelRef) -> tuple[str, dict[str, Any]]:
     return ref.location, {}
 
 
-def read(ref: ModelRef) -> tuple[Any, Any]:
-    """(config, tokenizer) of `ref`, weights untouched."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "vocab.txt")
+STAND_IN = "smollm2-135m"  # whose tokenizer counts the tokens of a config folder that has none
+
+
+def read(ref: ModelRef) -> tuple[Any, Any, str]:
+    """(config, tokenizer, note) of `ref`, weights untouched.  A folder with a config.json and no tokenizer (a
+    shape to plan for, nothing downloaded) has its tokens counted by the embedded :data:`STAND_IN`'s tokenizer;
+    the note says so (token counts of the same text differ between tokenizers by some tens of percent)."""
     from transformers import AutoConfig, AutoTokenizer
 
     where, kw = source(ref)
+    note = ""
     try:
         with hub.quiet():
             config = AutoConfig.from_pretrained(where, **kw, **NO_REMOTE_CODE)
+            folder = Path(where)
+            if folder.is_dir() and not any((folder / n).is_file() for n in TOKENIZER_FILES):
+                from bench.models.loading import resolve
+
+                where, kw = source(resolve(STAND_IN))
+                note = f"token counts from {STAND_IN}'s tokenizer: {ref.base.display} has none"
             tok = AutoTokenizer.from_pretrained(where, **kw, **NO_REMOTE_CODE)
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot read the config of '{ref.display}': {str(exc).splitlines()[0]}") from None
-    return config, tok
+    return config, tok, note
 
 
 def shape(config) -> Shape:

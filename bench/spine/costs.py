@@ -36,7 +36,7 @@ class Row:
     model: str
     seed: int
     probe: str
-    predicted_s: float
+    predicted_s: float | None  # None: no rates for the device (a GPU planned for from a machine without one)
     peak_host_bytes: int
     peak_device_bytes: int
     fits: bool
@@ -45,6 +45,7 @@ class Row:
     units_for_power: int | None
     power_note: str = ""
     notes: list[str] = field(default_factory=list)
+    memory: dict[str, int] = field(default_factory=dict)  # the peak's bytes by what holds them (gc.peak_parts)
     work: Any = field(default=None, repr=False)  # (shape, counted work, bytes loaded first), to time again
 
     def to_json(self) -> dict[str, Any]:
@@ -53,7 +54,7 @@ class Row:
         return out
 
     def retimed(self, rates: gc.Rates) -> "Row":
-        if self.work is None:
+        if self.work is None or self.predicted_s is None:
             return self
         shape, work, load, width = self.work
         self.predicted_s = round(gc.seconds(shape, work, rates, width) + load / rates.load_bps, 2)
@@ -85,9 +86,11 @@ def _dtype_bytes(dtype: str) -> int:
 
 
 def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates: gc.Rates, *,
-         host_limit: int, device_limit: int, runs_dir: Path | None = None, strict: bool = True) -> list[Row]:
+         host_limit: int, device_limit: int, runs_dir: Path | None = None, strict: bool = True,
+         timed: bool = True) -> list[Row]:
     """One :class:`Row` per cell (module docstring).  `refs`: model name → ModelRef.  Not `strict`: a cell
-    whose probe has no cost model, or whose cost cannot be counted, gets a row with nothing predicted."""
+    whose probe has no cost model, or whose cost cannot be counted, gets a row with nothing predicted.  Not
+    `timed`: `rates` are not the device's (it is not on this machine): memory is planned, seconds are None."""
     from bench.models import shapes
 
     read: dict[str, tuple[Any, Any]] = {}
@@ -103,7 +106,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         base = ref.base.name if hasattr(ref, "base") else cell.model
         if base not in read:
             read[base] = shapes.read(ref)
-        config, tok = read[base]
+        config, tok, stand_in = read[base]
         shape = shapes.shape(config)
         info = cell.probe
         planned = gc.Planned(shape=shape, tokenizer=tok, seed=cell.seed, dtype_bytes=width, name=cell.model)
@@ -124,11 +127,12 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         work = gc.Work() if cached else gc.Cost(tuple((_key(k, cell.model), w) for k, w in cost.parts)).total(
             seen | done.setdefault("", set()))
         load = shape.n_params * 4 if not seen and not measured[cell.model] else 0
-        seconds = gc.seconds(shape, work, rates, width) + load / rates.load_bps
+        seconds = gc.seconds(shape, work, rates, width) + load / rates.load_bps if timed else None
         for k in keys:
             (done[""] if k.startswith("global|") else seen).add(k)
         measured[cell.model].add(ident)
-        peak = gc.peak_bytes(shape, cost.total(), width)
+        parts = gc.peak_parts(shape, cost.total(), width)
+        peak = sum(parts.values())
         weights = shape.n_params * width
         host = rates.base_bytes + (weights if on_gpu else peak)
         dev = peak if on_gpu else 0
@@ -138,9 +142,10 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         units, unit = cost.units, cost.unit  # the rule's own n when an earlier run of this profile has one
         if before is not None and before.get("profile") == cell.spec.profile:
             units = int(before["n"])
-        rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, round(seconds, 2), int(host), int(dev),
-                        fits, units, unit, need, why,
-                        list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else []),
+        notes = (list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else [])
+                 + ([stand_in] if stand_in else []))
+        rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, seconds and round(seconds, 2), int(host),
+                        int(dev), fits, units, unit, need, why, notes, {k: int(v) for k, v in parts.items() if v},
                         (shape, work, load, width)))
     return rows
 
@@ -209,7 +214,8 @@ def totals(rows: list[Row]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for key in [r.model for r in rows] + ["all"]:
         sel = [r for r in rows if key in ("all", r.model)]
-        out[key] = {"predicted_s": round(sum(r.predicted_s for r in sel), 1),
+        out[key] = {"predicted_s": None if any(r.predicted_s is None for r in sel)
+                    else round(sum(r.predicted_s for r in sel), 1),
                     "peak_host_bytes": max((r.peak_host_bytes for r in sel), default=0),
                     "peak_device_bytes": max((r.peak_device_bytes for r in sel), default=0),
                     "fits": all(r.fits for r in sel), "cells": len(sel)}
@@ -223,33 +229,73 @@ ANNOUNCE_S = 180.0
 
 
 def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | None = None,
-            device_limit: int | None = None, runs_dir: Path | None = None, strict: bool = True) -> list[Row]:
+            device_limit: int | None = None, runs_dir: Path | None = None, strict: bool = True,
+            executing: bool = False) -> list[Row]:
     """The rows of the cells that `bench verify` would run with `opts` (a ``run.Options``), weights unread.
-    Without `rates`, this machine's (measured once, :mod:`bench.spine.calibrate`)."""
+    Without `rates`, this machine's (measured once, :mod:`bench.spine.calibrate`).  `executing`: only the cells
+    whose frame is not in the cache (the ones the run will measure; the others are read back)."""
     from bench import models
     from bench.spine import calibrate, run
     from bench.spine import plan as planning
 
-    device = run.resolve_device(opts.device)
+    device, timed = _device(opts.device, device_limit)
     kind = device.partition(":")[0]
     profile = opts.profile or planning.default_profile(kind)
     dtype = models.dtype_name(opts.dtype, kind)
     cells = planning.build(specs, opts.models, profile, (opts.seed,), opts.control)
     refs = {name: opts.refs.get(name) or models.resolve(name, opts.revision) for name in {c.model for c in cells}}
-    return plan(cells, refs, device, dtype, rates or calibrate.rates(device),
+    if executing:
+        prints: dict[str, str | None] = {}  # a model's fingerprint, once (an embedded GGUF's takes a second)
+        cells = [c for c in cells if not _in_cache(c, refs[c.model], device, dtype, prints)]
+    return plan(cells, refs, device, dtype, rates or calibrate.rates(device if timed else "cpu"),
                 host_limit=host_limit if host_limit is not None else host_memory(),
                 device_limit=device_limit if device_limit is not None else device_memory(device),
-                runs_dir=runs_dir, strict=strict)
+                runs_dir=runs_dir, strict=strict, timed=timed)
+
+
+def _in_cache(cell: Cell, ref: Any, device: str, dtype: str, prints: dict[str, str | None]) -> bool:
+    """Whether the run will read `cell`'s frame from the cache (under the key the run computes for it).
+    `prints`: model name → fingerprint, filled as models are met."""
+    from bench import models
+    from bench.ground.store import Cache, key_of
+    from bench.spine import plan as planning
+
+    try:
+        for name, r in [(n, None) for n in planning.companions(cell)] + [(cell.model, ref)]:
+            if name not in prints:
+                prints[name] = (r or models.resolve(name)).fingerprint()
+        companions = {n: prints[n] for n in planning.companions(cell)}
+        parts = planning.cache_parts(cell, prints[cell.model] if cell.probe.uses_model else None,
+                                     device.partition(":")[0], dtype, companions)
+    except Exception:  # noqa: BLE001 - a model that cannot be fingerprinted now: plan the cell, the run says why
+        return False
+    return Cache().has(key_of(parts))
+
+
+def _device(name: str, device_limit: int | None) -> tuple[str, bool]:
+    """(the device planned for, whether this machine can time it).  A CUDA device this machine lacks is planned
+    for by its memory alone when that memory is given (``--gpu-memory``): a run on another machine."""
+    from bench.ground.errors import UsageError
+    from bench.spine import run
+
+    try:
+        return run.resolve_device(name), True
+    except UsageError:
+        kind, _, index = name.partition(":")
+        if kind != "cuda" or device_limit is None or (index and not index.isdigit()):
+            raise
+        return name, False
 
 
 def before_run(specs, opts) -> tuple[list[Row], float | None]:
-    """What `bench verify` checks before any work: the rows (memory counted with this process's own size) and
+    """What `bench verify` checks before any work: the rows of the cells it will measure (those the cache
+    holds are read back, and neither counted nor refused; memory counted with this process's own size) and
     the predicted total seconds when it may exceed :data:`ANNOUNCE_S` (None when even a slow machine would
     finish sooner: then nothing is measured).  Cells it cannot count are left out, never refused."""
     from bench.spine import calibrate
 
     slow = gc.Rates(**SLOW, base_bytes=calibrate._resident_bytes())
-    rows = for_run(specs, opts, rates=slow, strict=False)
+    rows = for_run(specs, opts, rates=slow, strict=False, executing=True)
     if sum(r.predicted_s for r in rows) <= ANNOUNCE_S:
         return rows, None
     from bench.spine import run

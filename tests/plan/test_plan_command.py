@@ -44,6 +44,9 @@ def test_seconds_and_bytes_by_hand():
     m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
     # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
     assert gc.peak_bytes(s, m, 2) == 328 * 2 + 3 * 48 * 2 + 240 + 80 + 112 + 11
+    parts = gc.peak_parts(s, m, 2)  # what holds the peak, the sum above split by holder
+    assert {k: v for k, v in parts.items() if v} == {"weights": 656, "activations": 288, "logits": 240,
+                                                       "kv_cache": 80, "optimizer": 112, "extra": 11}
 
 
 def test_work_adds_time_and_keeps_the_largest_batch():
@@ -198,3 +201,78 @@ def replace_load(load: float):
     from dataclasses import replace
 
     return replace(RATES, load=load)
+
+
+def test_verify_plans_only_the_cells_it_will_measure(cli, tiny_model_dir, calibrated, monkeypatch, tmp_path):
+    """A cell whose frame the cache holds is read back, so `bench verify` counts no cost for it: after a run of
+    one claim, a run of that claim and another counts the other alone (planning every cell made a nearly
+    cached run of every claim spend about 50 s before its first cell)."""
+    from bench.ground import costs as gc
+
+    counted = []
+    real = gc.cost_of
+    monkeypatch.setattr(gc, "cost_of", lambda info, planned, values: counted.append(info.name)
+                        or real(info, planned, values))
+    other = str(Path(SPEC).with_name("norm-folding-is-exact.toml"))
+    runs = ["--models", str(tiny_model_dir), "--no-report", "--runs-dir", str(tmp_path / "runs")]
+    assert cli("verify", SPEC, *runs).exit_code == 0
+    assert counted == ["induction"]  # cold: the one cell is planned
+    counted.clear()
+    res = cli("verify", SPEC, other, *runs)
+    assert res.exit_code == 0, res.output
+    assert counted == ["norm_folding"]  # the induction cell is in the cache: not planned again
+
+
+CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"
+
+
+@pytest.mark.embedded
+def test_plan_for_a_gpu_on_a_bare_config_folder(cli, tmp_path, calibrated, monkeypatch):
+    """A folder with nothing but an 8B config.json (no tokenizer, no weights) is planned for an 80 GiB GPU this
+    machine may lack: tokens counted by the embedded stand-in's tokenizer (said in the notes), no weights read,
+    and by hand: bfloat16 weights 2 × 8,029,995,008 bytes on the device, the host holding them beside the
+    process (the rates' base bytes)."""
+    import shutil
+
+    import torch
+    import transformers
+
+    folder = tmp_path / "llama3-8b"
+    folder.mkdir()
+    shutil.copy(CONFIGS / "llama3-8b" / "config.json", folder / "config.json")
+
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_config", refuse)
+    res = cli("plan", SPEC, "--models", str(folder), "--device", "cuda", "--gpu-memory", "80", "--json",
+              "--runs-dir", str(tmp_path / "none"))
+    assert res.exit_code == 0, res.output
+    cell = next(json.loads(x) for x in res.output.splitlines() if x.startswith("{"))
+    assert "no cuda device on this machine" in res.output or torch.cuda.is_available()
+    weights = 8_029_995_008 * 2
+    assert cell["peak_host_bytes"] == RATES.base_bytes + weights
+    assert weights < cell["peak_device_bytes"] < 80 * 2**30 and cell["fits"] is True
+    assert any("token counts from smollm2-135m's tokenizer" in n for n in cell["notes"])
+    assert cell["predicted_s"] is None or torch.cuda.is_available()  # no GPU here: memory only, no time
+    bad = cli("plan", SPEC, "--models", str(folder), "--device", "cuda")  # no GPU and no --gpu-memory
+    assert bad.exit_code == 2 or torch.cuda.is_available()
+
+
+def test_a_random_init_control_of_a_config_folder_without_weights(config_only):
+    """The control of a config folder (a shape nobody has converted) is fingerprinted by its config and
+    tokenizer, loads with that config's shape, and a changed config is another control."""
+    import json as js
+
+    from bench import models
+
+    ref = models.resolve(f"{config_only}+random-init")
+    first = ref.fingerprint()
+    assert first.startswith("config-sha256:") and first.endswith("+random-init@seed0")
+    loaded = models.load(ref, "cpu", dtype="float32")
+    assert loaded.hf.config.num_hidden_layers == 2 and loaded.tokenizer is not None
+    cfg = js.loads((config_only / "config.json").read_text())
+    cfg["num_hidden_layers"] = 3
+    (config_only / "config.json").write_text(js.dumps(cfg))
+    assert ref.fingerprint() != first
