@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from bench.ground.context import ProbeContext
+from bench.ground.store import Cache
 from bench.corpora.facts import Fact
 from bench.families.knowledge import probes, study
 from bench.models import train
@@ -38,7 +39,9 @@ def _script(monkeypatch, seen: dict):
 
     def count(lm, tok, facts, prompts, **kw):
         if lm is BASE:
+            kw["progress"](0.5, "base")
             return np.array([BEFORE[POOL.index(f)] for f in facts])
+        kw["progress"](1.0, "answers")
         out = []
         for f in facts:
             i = POOL.index(f) if f in POOL else None
@@ -55,7 +58,9 @@ def _script(monkeypatch, seen: dict):
 
     @contextlib.contextmanager
     def derived(base, tok, fingerprint, examples, recipe, **kw):
-        assert base is BASE
+        assert base is BASE and fingerprint == "f"  # trained weights cached under the base model's fingerprint
+        assert kw["root"] == seen["root"]           # … in the run's cache
+        kw["progress"](0.5, "training")
         mixed = any(e.prompt == study.ask(f) for e in examples for f, c in zip(POOL, BEFORE) if c == K)
         condition = "uk_hk" if mixed else "uk_only"  # a model trained with HighlyKnown facts forgets less
         seen[condition] = list(examples)
@@ -66,10 +71,12 @@ def _script(monkeypatch, seen: dict):
     monkeypatch.setattr(train, "derived", derived)
 
 
-def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(monkeypatch):
-    seen: dict = {}
+def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(monkeypatch, tmp_path):
+    seen: dict = {"root": tmp_path}
+    said: list = []
     _script(monkeypatch, seen)
-    ctx = ProbeContext(model=type("M", (), {"hf": BASE, "tokenizer": None, "fingerprint": "f"})(), seed=0)
+    ctx = ProbeContext(model=type("M", (), {"hf": BASE, "tokenizer": None, "fingerprint": "f"})(), seed=0,
+                       cache=Cache(tmp_path), progress=lambda f, m="": said.append((f, m)))
     frame = probes.knowledge_shift(ctx, corpus="facts:x", n_demos=4, n_pool=10, k=K, shots=2, n_train=2, n_mix=2,
                                    conditions=["uk_only", "uk_hk"], epochs=1, batch=2)
 
@@ -94,3 +101,7 @@ def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(m
         assert rows("positive_shift", cond) == {i: 0.0 for i in {1, 3, 5, 7, 9} - trained}  # the rest of the chunk
     erosion = frame[frame["metric"] == "baseline_erosion"]
     assert erosion["value"].tolist() == [pytest.approx(len(ERODED["uk_only"] & held_hk) / len(held_hk))]
+    # progress: three stages (the base model, then each condition: training 60%, answering 40%), in order
+    assert said == [(pytest.approx(0.5 / 3), "base model, pool chunk 1: base"),
+                    (pytest.approx(1.3 / 3), "uk_only: training"), (pytest.approx(2 / 3), "uk_only: answers"),
+                    (pytest.approx(2.3 / 3), "uk_hk: training"), (pytest.approx(1.0), "uk_hk: answers")]
