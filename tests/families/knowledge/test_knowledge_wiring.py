@@ -26,6 +26,7 @@ POOL = [Fact(f"P{i}", "capital", (f"p{i}",)) for i in range(10)]
 BEFORE = [2, 0, 2, 0, 2, 1, 2, 0, 2, 0]   # HighlyKnown 0 2 4 6 8, MaybeKnown 5, Unknown 1 3 7 9
 ERODED = {"uk_only": {0, 4}, "uk_hk": {0}}
 BASE = object()
+MAX_NEW, BATCH = 3, 5
 
 
 class _Trained:
@@ -38,6 +39,7 @@ def _script(monkeypatch, seen: dict):
     monkeypatch.setattr(study, "split", lambda design: (DEMOS, [POOL]))
 
     def count(lm, tok, facts, prompts, **kw):
+        assert (kw["max_new"], kw["batch"]) == (MAX_NEW, BATCH)  # the spec's answer length and batch
         if lm is BASE:
             kw["progress"](0.5, "base")
             return np.array([BEFORE[POOL.index(f)] for f in facts])
@@ -54,13 +56,14 @@ def _script(monkeypatch, seen: dict):
         return np.array(out)
 
     def zero_shot(lm, tok, facts, **kw):
+        assert (kw["max_new"], kw["batch"]) == (MAX_NEW, BATCH)
         return np.array([int(study.ask(f) in lm.questions) for f in facts])
 
     @contextlib.contextmanager
     def derived(base, tok, fingerprint, examples, recipe, **kw):
         assert base is BASE and fingerprint == "f"  # trained weights cached under the base model's fingerprint
         assert kw["root"] == seen["root"]           # … in the run's cache
-        kw["progress"](0.5, "training")
+        kw["progress"](0.5)  # a message is optional: the condition still names the line
         mixed = any(e.prompt == study.ask(f) for e in examples for f, c in zip(POOL, BEFORE) if c == K)
         condition = "uk_hk" if mixed else "uk_only"  # a model trained with HighlyKnown facts forgets less
         seen[condition] = list(examples)
@@ -78,7 +81,8 @@ def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(m
     ctx = ProbeContext(model=type("M", (), {"hf": BASE, "tokenizer": None, "fingerprint": "f"})(), seed=0,
                        cache=Cache(tmp_path), progress=lambda f, m="": said.append((f, m)))
     frame = probes.knowledge_shift(ctx, corpus="facts:x", n_demos=4, n_pool=10, k=K, shots=2, n_train=2, n_mix=2,
-                                   conditions=["uk_only", "uk_hk"], epochs=1, batch=2)
+                                   conditions=["uk_only", "uk_hk"], epochs=1, batch=2,
+                                   max_new=MAX_NEW, eval_batch=BATCH)
 
     def rows(metric, cond=None):
         f = frame[(frame["metric"] == metric) & ((frame["condition"] == cond) if cond else True)]
@@ -103,5 +107,5 @@ def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(m
     assert erosion["value"].tolist() == [pytest.approx(len(ERODED["uk_only"] & held_hk) / len(held_hk))]
     # progress: three stages (the base model, then each condition: training 60%, answering 40%), in order
     assert said == [(pytest.approx(0.5 / 3), "base model, pool chunk 1: base"),
-                    (pytest.approx(1.3 / 3), "uk_only: training"), (pytest.approx(2 / 3), "uk_only: answers"),
-                    (pytest.approx(2.3 / 3), "uk_hk: training"), (pytest.approx(1.0), "uk_hk: answers")]
+                    (pytest.approx(1.3 / 3), "uk_only: "), (pytest.approx(2 / 3), "uk_only: answers"),
+                    (pytest.approx(2.3 / 3), "uk_hk: "), (pytest.approx(1.0), "uk_hk: answers")]
