@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pandas as pd
+import torch
 import pytest
 
 from bench.ground.context import ProbeContext
@@ -86,3 +87,16 @@ def test_the_companion_the_run_loads_is_the_other_side_of_the_pair():
     assert context_probe._counterpart(params, "zeta") == ["acme-base"]
     assert context_probe._counterpart(params, "other") == []
     assert context_probe._counterpart({}, "acme-base") == []
+
+
+def test_texts_too_short_for_a_prefix_give_an_empty_pool_of_the_same_shape(loaded_tiny):
+    """`build_pool` with no full-prefix token (every text shorter than the prefix) returns an empty pool whose
+    states and prefixes have the shape and dtype of a full one, and an empty index with its columns."""
+    items = context_probe.prepare_items(loaded_tiny.tokenizer, "brown:all", 2, 8)
+    full, index = context_probe.build_pool(loaded_tiny, items, 2, 4)
+    empty, none = context_probe.build_pool(loaded_tiny, items, 50, 4)
+    n_layers, d = loaded_tiny.arch.n_layers, loaded_tiny.arch.d_model
+    assert full.states.shape[1:] == (n_layers + 1, d) and len(full.states) == len(index) > 0
+    assert empty.states.shape == (0, n_layers + 1, d) and empty.states.dtype == full.states.dtype
+    assert empty.prefixes.shape == (0, 50) and empty.prefixes.dtype == torch.long
+    assert none.empty and list(none.columns) == ["sample", "position", "cls"]
