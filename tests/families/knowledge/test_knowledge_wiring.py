@@ -43,7 +43,7 @@ def _script(monkeypatch, seen: dict):
         if lm is BASE:
             kw["progress"](0.5, "base")
             return np.array([BEFORE[POOL.index(f)] for f in facts])
-        kw["progress"](1.0, "answers")
+        kw["progress"](1.0)
         out = []
         for f in facts:
             i = POOL.index(f) if f in POOL else None
@@ -74,12 +74,13 @@ def _script(monkeypatch, seen: dict):
     monkeypatch.setattr(train, "derived", derived)
 
 
-def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(monkeypatch, tmp_path):
-    seen: dict = {"root": tmp_path}
+@pytest.mark.parametrize("cached", [True, False])
+def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(monkeypatch, tmp_path, cached):
+    seen: dict = {"root": tmp_path if cached else None}  # no run cache: the engine's own default
     said: list = []
     _script(monkeypatch, seen)
     ctx = ProbeContext(model=type("M", (), {"hf": BASE, "tokenizer": None, "fingerprint": "f"})(), seed=0,
-                       cache=Cache(tmp_path), progress=lambda f, m="": said.append((f, m)))
+                       cache=Cache(tmp_path) if cached else None, progress=lambda f, m="": said.append((f, m)))
     frame = probes.knowledge_shift(ctx, corpus="facts:x", n_demos=4, n_pool=10, k=K, shots=2, n_train=2, n_mix=2,
                                    conditions=["uk_only", "uk_hk"], epochs=1, batch=2,
                                    max_new=MAX_NEW, eval_batch=BATCH)
@@ -107,5 +108,5 @@ def test_each_condition_trains_on_its_facts_and_is_scored_on_the_held_out_ones(m
     assert erosion["value"].tolist() == [pytest.approx(len(ERODED["uk_only"] & held_hk) / len(held_hk))]
     # progress: three stages (the base model, then each condition: training 60%, answering 40%), in order
     assert said == [(pytest.approx(0.5 / 3), "base model, pool chunk 1: base"),
-                    (pytest.approx(1.3 / 3), "uk_only: "), (pytest.approx(2 / 3), "uk_only: answers"),
-                    (pytest.approx(2.3 / 3), "uk_hk: "), (pytest.approx(1.0), "uk_hk: answers")]
+                    (pytest.approx(1.3 / 3), "uk_only: "), (pytest.approx(2 / 3), "uk_only: "),
+                    (pytest.approx(2.3 / 3), "uk_hk: "), (pytest.approx(1.0), "uk_hk: ")]
