@@ -1,6 +1,6 @@
 """Mutation testing of the probe and rule modules with mutmut: a score per module and the surviving mutants.
 
-    python scripts/mutation.py [MODULE.py …] [--jobs N] [--minutes M] [--out build/mutation]
+    python scripts/mutation.py [MODULE.py …] [--jobs N] [--minutes M] [--out build/mutation] [--retest]
 
 Without modules it takes every module of ``bench/stats/`` and ``bench/families/*/`` except ``__init__.py``,
 ``charts.py`` and ``schemas.py`` (declarations, no behaviour).  Each module is tested against its matching test
@@ -12,7 +12,9 @@ group's modules and tests), so the working tree is never touched and a group's r
 
 The score of a module is killed / (killed + survived + untested), a timeout counting as killed; mutants named in
 ``docs/mutation-equivalent.txt`` (one name a line, ``#`` starts the reason) are left out of the score.  Writes
-``scores.md`` and ``survivors.txt`` under ``--out`` and prints the table.  Exit status 0 even when a module is
+``scores.md`` and ``survivors.txt`` under ``--out`` and prints the table.  ``--retest`` keeps a previous run's
+mutants and results and tests only its survivors again with the working tree's tests (the triage loop: add a
+test, re-run the survivors; refused when a module under test has changed).  Exit status 0 even when a module is
 below the target: the figure is for the note, not a gate.
 """
 
@@ -99,6 +101,21 @@ def scratch_copy(where: Path, modules: list[Path], tests: str) -> None:
     (where / "pyproject.toml").write_text(text)
 
 
+def refresh_tests(where: Path, modules: list[Path]) -> list[str]:
+    """Copy the working tree's tests into an existing scratch copy (and mutmut's own copy under ``mutants/``),
+    so that the mutants that survived there can be tested again after tests were added.  Refused (returns the
+    reasons) when a module under test is no longer the one the mutants were made from: their names would then
+    point at other edits."""
+    stale = [str(m) for m in modules
+             if not (where / m).is_file() or (where / m).read_text() != undecorate((ROOT / m).read_text())]
+    if stale:
+        return [f"{m} changed since its mutants were made: run without --retest" for m in stale]
+    for dest in (where / "tests", where / "mutants" / "tests"):
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(ROOT / "tests", dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return []
+
+
 def _env() -> dict[str, str]:
     """The environment without the working tree on PYTHONPATH: the tests must import the mutated copy."""
     env = dict(os.environ)
@@ -107,12 +124,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_group(where: Path, jobs: int, seconds: float) -> str:
-    """Run mutmut in `where`; returns how it ended."""
+def run_group(where: Path, jobs: int, seconds: float, names: list[str] = ()) -> str:
+    """Run mutmut in `where` (only the mutants `names`, when given); returns how it ended."""
     env = _env()
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("OMP_NUM_THREADS", "1")
-    cmd = ["nice", "-n", "15", sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)]
+    cmd = ["nice", "-n", "15", sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *names]
     log_path = where / "mutmut.log"
     log_path.write_text("")
     with log_path.open("a") as log:  # its own process group, so the cap also stops mutmut's forked workers
@@ -190,6 +207,9 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=60.0, help="time cap per test folder (default 60)")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "mutation")
     ap.add_argument("--report-only", action="store_true", help="re-read the results under --out, run nothing")
+    ap.add_argument("--retest", action="store_true",
+                    help="keep the mutants and results under --out and test only the survivors again, with the "
+                         "working tree's tests (after adding tests; the modules must be unchanged)")
     args = ap.parse_args()
     try:
         import mutmut  # noqa: F401
@@ -206,7 +226,20 @@ def main() -> int:
     status: dict[str, str] = {}
     for tests, mods in groups.items():
         where = args.out / tests.replace("/", "-")
-        if not args.report_only:
+        if args.retest:
+            problems = refresh_tests(where, mods)
+            if problems:
+                print("\n".join(problems), file=sys.stderr)
+                return 2
+            wanted = {str(m.with_suffix("")).replace("/", ".") for m in mods}
+            equiv = equivalents()
+            again = sorted(k for k, v in results(where).items()
+                           if module_of(k) in wanted and v in MISSED and k not in equiv)
+            (where / "no-tests").unlink(missing_ok=True)  # the new tests may reach what none reached before
+            t0 = time.monotonic()
+            ended = run_group(where, args.jobs, args.minutes * 60, again) if again else "no survivor to test again"
+            print(f"{tests}: {len(again)} survivor(s) tested again, {time.monotonic() - t0:.0f} s, {ended}", flush=True)
+        elif not args.report_only:
             scratch_copy(where, mods, tests)
             t0 = time.monotonic()
             ended = run_group(where, args.jobs, args.minutes * 60)

@@ -68,3 +68,25 @@ def test_no_signal_no_change(tiny_tokenizer):
         before = _seq_logp(model, comp)
         policy.policy_update(model, engine.optimizer(model, recipe, 1)[0], comp, torch.tensor([1.0, 1.0]), 2)
         assert torch.equal(_seq_logp(model, comp), before)
+
+
+def test_each_sample_is_rewarded_for_its_own_prompt(tiny_tokenizer, monkeypatch):
+    """Wiring of fit_policy: with a reward that returns the prompt's index, the `group` samples of each prompt
+    (laid out prompt by prompt) carry that prompt's index, in the engine's batch order, and the curve is each
+    step's mean reward.  Three steps of two prompts over five prompts (cycling): (0, 1), (2, 3), (4, 0)."""
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    recipe = engine.Recipe(steps=3, batch=2, lr=1e-3, r=4, alpha=8, targets="all", dropout=0.0, order="cycle")
+    seen = []
+    real = policy.policy_update
+
+    def capture(model, opt, comp, rewards, group):
+        seen.append((rewards.tolist(), group, len(comp.texts)))
+        return real(model, opt, comp, rewards, group)
+
+    monkeypatch.setattr(policy, "policy_update", capture)
+    with engine.recipe_adapters(hf, recipe) as wrapper:
+        curve = policy.fit_policy(wrapper.get_base_model(), tiny_tokenizer, [f"Q{k}:" for k in range(5)],
+                                  lambda i, text: float(i), recipe, policy.Sampling(3, 2, 1.0),
+                                  generator=torch.Generator().manual_seed(0))
+    assert seen == [([0.0] * 3 + [1.0] * 3, 3, 6), ([2.0] * 3 + [3.0] * 3, 3, 6), ([4.0] * 3 + [0.0] * 3, 3, 6)]
+    assert curve == [0.5, 2.5, 2.0]

@@ -64,3 +64,21 @@ def test_cot_spec_rule_on_constructed_frames():
     assert evaluate(_paired(cot, direct), rule, params).outcome is Outcome.SUPPORTED
     weak = evaluate(_paired([1] + [0] * 39, [0] * 40), rule, params)  # 2.5% correct at best: below the floor
     assert weak.outcome is Outcome.INCONCLUSIVE and "precondition" in weak.reason
+
+
+def test_mcnemar_gain_names_itself_its_test_and_its_defaults():
+    """The verdict carries the rule's name, what was compared, the one-sided bound and the default α; the
+    default `min_n` (10 paired items) decides whether there is anything to test; the sentence pairs by item."""
+    from bench.ground import registry
+
+    params = {"a": {"condition": "cot"}, "b": {"condition": "direct"}}
+    cot, direct = [1] * 8 + [0] * 2, [0] * 8 + [1] * 2
+    v = evaluate(_paired(cot, direct), "mcnemar_gain", params)
+    assert (v.rule, v.threshold, v.effect_name, v.alpha, v.n) == ("mcnemar_gain", "gain > 0", "accuracy gain", 0.05, 10)
+    assert "cot" in v.metric and "direct" in v.metric and v.metric.startswith("accuracy ")
+    few = evaluate(_paired(cot[:9], direct[:9]), "mcnemar_gain", params)
+    assert few.outcome is Outcome.INCONCLUSIVE and few.reason == "only 9 paired items (< 10)"
+    assert few.rule == "mcnemar_gain"
+    said = registry.rule("mcnemar_gain").sentence(params)
+    assert said.startswith("accuracy under [condition = cot] minus under [condition = direct], paired by item, "
+                           "is > 0 (exact McNemar test, α = 0.05")
