@@ -178,7 +178,7 @@ def accuracy_drop(
     smallest_effect: float | None = None, power: float = 0.8,
 ) -> Verdict:
     """Accuracy (0/1 rows) under `a` minus under `b`, paired by question, is above `min`: exact McNemar test
-    (binomial on the discordant pairs), paired bootstrap interval.  With `smallest_effect` (the smallest drop
+    (binomial on the discordant pairs), exact interval (:func:`bench.stats.exact.paired`).  With `smallest_effect` (the smallest drop
     the paper reports) the reason states the test's power to detect it at this n and the n that `power` needs."""
     v, m, n10, n01 = paired_accuracy(frame, "accuracy_drop", a, b, min, unit, min_n, alpha, confidence, n_resamples,
                                      "drop", "questions")

@@ -86,7 +86,7 @@ def layer_summary(p):
 
 def accuracy_drop(p, unit: str = "question"):
     return (f"accuracy under [{sel(p['a'])}] minus under [{sel(p['b'])}], paired by {p.get('unit', unit)}, is > "
-            f"{p.get('min', 0.0):g} (exact McNemar test, {alpha_text(p)}; paired bootstrap interval)")
+            f"{p.get('min', 0.0):g} (exact McNemar test, {alpha_text(p)}; exact interval from the discordant pairs)")
 
 
 def crossfit_summary(p):

@@ -1,8 +1,8 @@
 """The ecm family's rule: a paired accuracy gain of one prompt condition over another, on the same items.
 
 ``mcnemar_gain`` — accuracy under `a` minus accuracy under `b` (0/1 rows, paired by `unit`) is above `min`:
-exact McNemar test (``scipy.stats.binomtest`` on the discordant pairs, one-sided), percentile bootstrap
-interval over items.  (The demonstration-count claim uses the generic ``trend`` rule.)
+exact McNemar test (``scipy.stats.binomtest`` on the discordant pairs, one-sided), exact interval from the
+discordant pairs (:func:`bench.stats.exact.paired`).  (The demonstration-count claim uses the generic ``trend`` rule.)
 """
 
 from __future__ import annotations
