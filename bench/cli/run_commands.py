@@ -125,6 +125,14 @@ def _check_plan(specs, opts) -> None:
     if total is not None and total > costs.ANNOUNCE_S and verbosity() >= 0:
         click.echo(f"plan: about {total / 60:.1f} min predicted for {len(rows)} cells (bench plan for each cell)",
                    err=True)
+    if rows and verbosity() >= 0 and run.resolve_device(opts.device) == "cpu":
+        import torch
+
+        from bench.spine import calibrate
+
+        why = calibrate.oversubscribed(torch.get_num_threads())
+        if why:
+            click.echo(f"note: {why}", err=True)
 
 
 def _resolve_first(names, revision) -> dict:

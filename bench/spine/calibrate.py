@@ -72,6 +72,19 @@ def warning(r: Rates) -> str | None:
             f"predicted times are likely too long; measure again on a quiet machine with BENCH_RECALIBRATE=1")
 
 
+def oversubscribed(threads: int) -> str | None:
+    """Why this run may crawl: the CPUs are already busy and each process runs several compute threads.  Threads
+    that share a core with other work wait for each other at every parallel step: one knowledge cell took 2,524 s
+    with a 2-thread run beside other 2-thread work on 2 CPUs, and 176 s with one thread per run."""
+    cpus = os.cpu_count() or 1
+    load = busy() * cpus
+    if threads <= 1 or load <= cpus:
+        return None
+    return (f"the CPUs are already busy (load {load:.1f} on {cpus}) and this run computes on {threads} threads; "
+            f"threads that share cores with other work wait on each other and can run many times slower. "
+            f"Where jobs run side by side, give each OMP_NUM_THREADS=1")
+
+
 def _resident_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:

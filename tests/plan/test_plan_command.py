@@ -276,3 +276,32 @@ def test_a_random_init_control_of_a_config_folder_without_weights(config_only):
     cfg["num_hidden_layers"] = 3
     (config_only / "config.json").write_text(js.dumps(cfg))
     assert ref.fingerprint() != first
+
+
+def test_oversubscription_is_named_only_when_the_cpus_are_busy_and_threads_are_several(monkeypatch):
+    from bench.spine import calibrate
+
+    monkeypatch.setattr(calibrate.os, "cpu_count", lambda: 2)
+    for load, threads, named in ((6.0, 2, True), (6.0, 1, False), (1.5, 2, False), (2.5, 4, True)):
+        monkeypatch.setattr(calibrate.os, "getloadavg", lambda l=load: (l, l, l))
+        why = calibrate.oversubscribed(threads)
+        assert (why is not None) is named, (load, threads, why)
+        if named:
+            assert f"load {load:.1f} on 2" in why and f"{threads} threads" in why and "OMP_NUM_THREADS=1" in why
+
+
+def test_verify_says_before_any_work_that_a_busy_cpu_will_slow_its_threads(cli, tiny_model_dir, monkeypatch):
+    import torch
+
+    from bench.spine import calibrate, run
+
+    def never(*a, **k):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(run, "execute", never)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    for load, said in ((8.0, True), (0.1, False)):
+        monkeypatch.setattr(calibrate, "busy", lambda l=load: l / (calibrate.os.cpu_count() or 1))
+        res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
+        assert "the run started" in res.output
+        assert ("the CPUs are already busy" in res.output) is said, res.output
