@@ -15,7 +15,7 @@ from bench.models import arch as arch_mod
 from bench.models import hooks
 from tests.conftest import build_tiny
 
-FAMILIES = ["llama", "gemma3", "gpt2"]
+FAMILIES = ["llama", "gemma3", "gpt2", "phi3", "bloom"]  # phi3: fused [gate | up]; bloom: gelu_impl, ALiBi
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -233,12 +233,17 @@ def test_pv_gradient_norms_equal_autograd_by_hand(family):
     total.backward()
     for l, b in enumerate(m.arch.blocks):
         sq = torch.zeros(m.arch.d_ffn, dtype=torch.float64)
+        F = m.arch.d_ffn
         for path in b.ffn_in:
             mod = arch_mod.get(hf, path)
             g = mod.weight.grad.double()
-            sq += (g.T if g.shape[0] != m.arch.d_ffn else g).pow(2).sum(dim=1)
+            rows = (g.T if g.shape[0] not in (F, 2 * F) else g).pow(2).sum(dim=1)  # one entry per output
+            if b.ffn_fused:  # [gate | up] in one linear: neuron j owns output j (gate) and F + j (up)
+                rows = rows[:F] + rows[F:]
+            sq += rows
             if getattr(mod, "bias", None) is not None and mod.bias.grad is not None:
-                sq += mod.bias.grad.double().pow(2)
+                bg = mod.bias.grad.double().pow(2)
+                sq += bg[:F] + bg[F:] if b.ffn_fused else bg
         out_mod = arch_mod.get(hf, b.ffn_out)
         g = out_mod.weight.grad.double()
         sq += (g if g.shape[0] == m.arch.d_ffn else g.T).pow(2).sum(dim=1)
