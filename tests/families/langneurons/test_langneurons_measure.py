@@ -106,7 +106,7 @@ def test_zeroing_a_neuron_by_hook_equals_zeroing_its_down_projection_row(family)
     assert (hooked - base).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "phi3"])
 def test_setting_neurons_to_values_reaches_the_down_projection(family):
     m = loaded(family)
     a = m.arch
@@ -120,7 +120,8 @@ def test_setting_neurons_to_values_reaches_the_down_projection(family):
             m.hf(input_ids=torch.tensor([[0, 5, 6, 7]]))
     for (layer, j, v) in ((0, 2, 1.5), (1, 4, -2.0)):
         h = down_in[sites[layer]][0][0, :, j]  # (T,)
-        want = torch.full_like(h, v) * (up_out[ups[layer]][0][0, :, j] if ups else 1.0)
+        up = F + j if a.blocks[0].ffn_fused else j  # a fused [gate | up] output holds neuron j's up at F + j
+        want = torch.full_like(h, v) * (up_out[ups[layer]][0][0, :, up] if ups else 1.0)
         torch.testing.assert_close(h, want, rtol=1e-6, atol=1e-6)
 
 
