@@ -97,6 +97,13 @@ def build_tiny(family: str = "llama", seed: int = 0, vocab: int | None = None, *
     elif family == "falcon_new":  # new decoder: ln_attn / ln_mlp, grouped kv heads
         cfg = tf.FalconConfig(**common, new_decoder_architecture=True, num_kv_heads=2, **over)
         model = tf.FalconForCausalLM(cfg)
+    elif family == "phi3":  # fused [q | k | v] and [gate | up] linears, grouped kv heads
+        cfg = tf.Phi3Config(**common, intermediate_size=64, num_key_value_heads=2, max_position_embeddings=256,
+                            **{"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, **over})
+        model = tf.Phi3ForCausalLM(cfg)
+    elif family == "bloom":  # per-head fused q|k|v, a LayerNorm on the embeddings, ALiBi
+        cfg = tf.BloomConfig(vocab_size=v, n_layer=2, n_head=4, hidden_size=32, **over)
+        model = tf.BloomForCausalLM(cfg)
     else:
         raise ValueError(family)
     with torch.no_grad():  # make norm scales and biases non-trivial, so folding them is a real test

@@ -33,7 +33,7 @@ from bench.ground import params as tables
 from bench.ground.registry import Registry, _discover_measure
 
 ADAMW_BYTES = 28  # an AdamW step reads weight, gradient and two moments and writes three of them (float32)
-NOT_GATED = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "falcon", "gpt_bigcode")  # FFN types with two matrices
+NOT_GATED = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "falcon", "gpt_bigcode", "bloom")  # FFN types with two matrices
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,19 @@ error messages.  The layouts understood are
 * parallel blocks, where attention and MLP both read the block input: one norm feeding both (``input_layernorm``:
   Phi, Falcon-7B; ``ln_1``: GPT-J) or one norm each (``ln_attn``/``ln_mlp``: Falcon's new decoder);
 * attention: separate ``q_proj``/``k_proj``/``v_proj``, GPT-2's fused Conv1D ``c_attn`` (q|k|v along the
-  output) or a fused ``query_key_value`` grouped per key/value head (per group: its query heads, then k, then
-  v; GPT-NeoX is the case of one query head per group, Falcon's multi-query the case of one group).  The
-  number of key/value heads of a fused projection is read from its width, not from the config;
-* FFN: gated ``gate_proj``/``up_proj``/``act_fn``/``down_proj``, or a plain linear → activation → linear.
+  output), Phi-3's fused ``qkv_proj`` (``concat``: H query heads, then n_kv key, then n_kv value heads) or a
+  fused ``query_key_value`` grouped per key/value head (per group: its query heads, then k, then v; GPT-NeoX
+  and Bloom are the case of one query head per group, Falcon's multi-query the case of one group), whose
+  number of key/value heads is read from its width, not from the config;
+* FFN: gated ``gate_proj``/``up_proj``/``act_fn``/``down_proj``, Phi-3's fused ``gate_up_proj`` (output
+  [gate | up]; ``activation_fn`` of the gate half is the (…, d_ffn) per-neuron activation), or a plain
+  linear → activation → linear (Bloom's activation is ``gelu_impl``);
+* a norm on the token embeddings before the first block (Bloom's ``word_embeddings_layernorm``):
+  ``Arch.embed_norm``, which whoever rebuilds the residual stream from the embedding applies.
 
-Anything else raises :class:`ArchError` saying which model type it was and what was not found.
+Refused, saying why: a residual taken from the norm's output (``apply_residual_connection_post_layernorm``),
+an FFN applied by weight slices (``pretraining_tp`` > 1 with ``slow_but_exact``), norms only on the sublayer
+outputs (OLMo 2); anything else raises :class:`ArchError` naming the model type and what is missing.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ _FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm")
 _QKV_LAYOUTS = (
     ("separate", ("q_proj", "k_proj", "v_proj"), ("o_proj", "out_proj", "dense")),
     ("gpt2", ("c_attn",), ("c_proj",)),
+    ("concat", ("qkv_proj",), ("o_proj", "dense")),
     ("neox", ("query_key_value",), ("dense",)),
 )
 
@@ -50,14 +58,23 @@ _NORM_LAYOUTS = {
     "parallel_ln1": {"attn_in": "ln_1", "mlp_in": "ln_1"},
     "parallel_two": {"attn_in": "ln_attn", "mlp_in": "ln_mlp"},
 }
-_PARALLEL_NORMS = ("parallel", "parallel_ln1", "parallel_two")  # layouts where no norm sits between attention
-#                                                                 and the MLP input: both read the block input
+_PARALLEL_NORMS = ("parallel", "parallel_ln1", "parallel_two")  # no norm between attention and the MLP input
+
+_REFUSED_NORMS = {  # norm sets recognised only to be refused, with the reason
+    frozenset({"post_attention_layernorm", "post_feedforward_layernorm"}):
+        "norms only on the attention and FFN outputs (OLMo 2: no norm before q/k/v or the FFN, q_norm/k_norm over "
+        "the whole projection, not per head) are not supported: the composition weights assume per-head q/k norms",
+}
+_EMBED_NORMS = ("word_embeddings_layernorm", "embed_layer_norm", "embedding_layernorm")
 
 # (container child or None for the block itself, input linears, activation, output linear, gated)
+# gated with one input linear: that linear's output is [gate | up] (Phi-3's gate_up_proj)
 _FFN_LAYOUTS = (
     ("mlp", ("gate_proj", "up_proj"), "act_fn", "down_proj", True),
+    ("mlp", ("gate_up_proj",), "activation_fn", "down_proj", True),
     ("mlp", ("c_fc",), "act", "c_proj", False),
     ("mlp", ("dense_h_to_4h",), "act", "dense_4h_to_h", False),
+    ("mlp", ("dense_h_to_4h",), "gelu_impl", "dense_4h_to_h", False),
     ("mlp", ("fc1",), "activation_fn", "fc2", False),
     ("mlp", ("fc_in",), "act", "fc_out", False),
     (None, ("fc1",), "activation_fn", "fc2", False),
@@ -72,8 +89,8 @@ class Block:
     q: str | None                # separate projections (None when fused)
     k: str | None
     v: str | None
-    qkv: str | None              # fused projection (GPT-2 c_attn, NeoX query_key_value), else None
-    qkv_layout: str              # "separate" | "gpt2" | "neox" (fused, grouped per key/value head)
+    qkv: str | None              # fused projection (GPT-2 c_attn, Phi-3 qkv_proj, NeoX query_key_value), else None
+    qkv_layout: str              # "separate" | "gpt2" | "concat" ([q | k | v]) | "neox" (grouped per kv head)
     o: str                       # attention output projection
     q_norm: str | None           # per-head norms on q/k (Gemma3), else None
     k_norm: str | None
@@ -82,17 +99,18 @@ class Block:
     mlp: str                     # MLP module (the block itself for OPT, which has no MLP child)
     mlp_in_norm: str | None      # norm whose output feeds ffn_in (None for post-norm OPT)
     mlp_out_norm: str | None     # norm on the FFN output before the residual add (Gemma), else None
-    ffn_in: tuple[str, ...]      # (gate, up) when gated, (fc_in,) otherwise
+    ffn_in: tuple[str, ...]      # (gate, up) when gated, (gate_up,) when gated and fused, (fc_in,) otherwise
     ffn_act: str                 # activation module; its output (..., d_ffn) is the per-neuron activation
     ffn_gated: bool
     ffn_out: str                 # down projection, reads the (..., d_ffn) activations
     parallel_residual: bool = False  # attention and MLP both read the block input (GPT-NeoX option, Phi, GPT-J,
     #                                  Falcon)
+    ffn_fused: bool = False      # gated, one input linear whose output is [gate (d_ffn) | up (d_ffn)] (Phi-3)
 
 
 @dataclass(frozen=True)
 class Arch:
-    family: str                  # "llama" | "gemma" | "gpt2" | "neox" | "opt" (layout, not model name)
+    family: str                  # "llama" | "gemma" | "gpt2" | "concat" | "neox" | "opt" | … (layout, not name)
     model_type: str
     n_layers: int
     d_model: int
@@ -107,6 +125,7 @@ class Arch:
     blocks: tuple[Block, ...]
     embed_proj: str | None = None  # linear after the embedding (OPT project_in), else None
     final_proj: str | None = None  # linear between final_norm and lm_head (OPT project_out), else None
+    embed_norm: str | None = None  # norm applied to the token embeddings before the first block (Bloom), else None
 
     @property
     def norm_consumers(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -238,6 +257,9 @@ def _norms(block: nn.Module, bpath: str, mt: str) -> tuple[str, dict]:
             if getattr(block, "do_layer_norm_before", True) is False:  # post-norm: norms sit after the adds
                 paths.pop("attn_in"), paths.pop("mlp_in")
             return name, paths
+    if frozenset(present) in _REFUSED_NORMS:
+        raise ArchError(f"{mt}: block {bpath!r} has norm children {{{', '.join(sorted(present))}}}: "
+                        f"{_REFUSED_NORMS[frozenset(present)]}")
     known = "; ".join("{" + ", ".join(sorted(r.values())) + "}" for r in _NORM_LAYOUTS.values())
     raise ArchError(f"{mt}: block {bpath!r} has norm children {{{', '.join(sorted(present))}}}, "
                     f"which match none of the known sets: {known}")
@@ -250,8 +272,11 @@ def _ffn(block: nn.Module, bpath: str, mt: str) -> dict:
             continue
         if all(_child(mod, n) is not None for n in (*ins, act, out)):
             mpath = bpath if container is None else _join(bpath, container)
+            if getattr(mod, "slow_but_exact", False) and getattr(mod, "pretraining_tp", 1) > 1:
+                raise ArchError(f"{mt}: {mpath!r} applies {out!r} by weight slices (pretraining_tp > 1 with "
+                                f"slow_but_exact), so hooks on it never fire; load with slow_but_exact = False")
             return {"mlp": mpath, "ffn_in": tuple(_join(mpath, n) for n in ins), "ffn_act": _join(mpath, act),
-                    "ffn_out": _join(mpath, out), "ffn_gated": gated}
+                    "ffn_out": _join(mpath, out), "ffn_gated": gated, "ffn_fused": gated and len(ins) == 1}
     wanted = "; ".join(f"{c or '<block>'}.{{{', '.join((*i, a, o))}}}" for c, i, a, o, _ in _FFN_LAYOUTS)
     raise ArchError(f"{mt}: block {bpath!r} has no known feed-forward layout (looked for {wanted}; "
                     f"activation must be a module child)")
@@ -263,6 +288,9 @@ def _block(model: nn.Module, index: int, bpath: str, mt: str) -> tuple[str, Bloc
     apath = _join(bpath, aname)
     att = _attention(get(model, apath), apath, mt)
     norm_layout, norms = _norms(block, bpath, mt)
+    if getattr(block, "apply_residual_connection_post_layernorm", False):
+        raise ArchError(f"{mt}: block {bpath!r} adds its sublayers to the norm's output, not its input (apply_"
+                        f"residual_connection_post_layernorm): folding the norm's scale would change the stream")
     family = norm_layout if att["qkv_layout"] == "separate" else att["qkv_layout"]
     return family, Block(
         index=index, path=bpath, attn=apath, **att, **_ffn(block, bpath, mt),
@@ -294,13 +322,13 @@ def _check_blocks(model: nn.Module, blocks: tuple[Block, ...], families: set[str
         expect = {blocks[0].qkv: 3 * n_heads * d_head}
     else:
         expect = {b.qkv: (n_heads + 2 * n_kv) * d_head for b in blocks}
-    for path, width in expect.items():
-        got = _in_out(get(model, path), mt)[0].shape[1]
-        if got != width:
-            raise ArchError(f"{mt}: {path!r} has {got} outputs; the config's heads imply {width}")
     d_ffns = {_in_out(get(model, b.ffn_out), mt)[0].shape[0] for b in blocks}
     if len(d_ffns) != 1:
         raise ArchError(f"{mt}: blocks have different FFN widths {sorted(d_ffns)}")
+    expect.update({b.ffn_in[0]: 2 * min(d_ffns) for b in blocks if b.ffn_fused})  # [gate | up]
+    for path, width in expect.items():
+        if (got := _in_out(get(model, path), mt)[0].shape[1]) != width:
+            raise ArchError(f"{mt}: {path!r} has {got} outputs; the config's heads (or d_ffn) imply {width}")
     return d_ffns.pop()
 
 
@@ -338,6 +366,7 @@ def inspect(model: nn.Module) -> Arch:
     parent_path = layers.rpartition(".")[0]
     parent = get(model, parent_path)
     final = _first_child(parent, _FINAL_NORMS)
+    embed_norm = _embed_norm(parent, final, mt)
     embed = _path_of(model, _hf_module(model, "get_input_embeddings"))
     lm_head = _path_of(model, _hf_module(model, "get_output_embeddings"))
     lm_head = lm_head or ("lm_head" if _child(model, "lm_head") is not None else None)
@@ -354,7 +383,18 @@ def inspect(model: nn.Module) -> Arch:
         final_norm=_join(parent_path, final) if final else None, lm_head=lm_head, blocks=blocks,
         embed_proj=_join(parent_path, "project_in") if _child(parent, "project_in") is not None else None,
         final_proj=_join(parent_path, "project_out") if _child(parent, "project_out") is not None else None,
+        embed_norm=_join(parent_path, embed_norm) if embed_norm else None,
     )
+
+
+def _embed_norm(parent: nn.Module, final: str | None, mt: str) -> str | None:
+    """The norm beside the blocks that acts on the embeddings (Bloom), or None; any other norm there but the final
+    one is refused: where it acts on the stream cannot be told from the tree."""
+    others = [n for n, m in parent.named_children() if n != final and "norm" in type(m).__name__.lower()]
+    if len(others) > 1 or any(n not in _EMBED_NORMS for n in others):
+        raise ArchError(f"{mt}: norm module(s) {', '.join(others)} next to the blocks are neither the final norm nor "
+                        f"one embedding norm named {'/'.join(_EMBED_NORMS)}; where they act is not known")
+    return others[0] if others else None
 
 
 __all__ = ["Arch", "ArchError", "Block", "get", "inspect"]

@@ -47,9 +47,10 @@ def head_weights(model: nn.Module, arch: Arch, layer: int) -> HeadWeights:
         if blk.qkv_layout == "separate":
             parts = [_in_out(get(model, p)) for p in (blk.q, blk.k, blk.v)]
         else:
-            w, b = _in_out(get(model, blk.qkv))  # (d_model, 3*H*dh)
-            if blk.qkv_layout == "gpt2":  # output is [q heads | k heads | v heads]
-                ws, bs = w.chunk(3, dim=1), (b.chunk(3) if b is not None else (None,) * 3)
+            w, b = _in_out(get(model, blk.qkv))  # (d_model, (H + 2·Hkv)·dh)
+            if blk.qkv_layout in ("gpt2", "concat"):  # output is [q heads (H) | k heads (Hkv) | v heads (Hkv)]
+                sizes = (H * dh, Hkv * dh, Hkv * dh)
+                ws, bs = w.split(sizes, dim=1), (b.split(sizes) if b is not None else (None,) * 3)
             else:  # grouped: output viewed as (n_kv, H/n_kv + 2, dh): the group's query heads, then k, then v
                 ws, bs = _split_grouped(w, H, Hkv, dh), (None,) * 3 if b is None else _split_grouped(b[None], H, Hkv, dh)
                 bs = tuple(None if t is None else t[0] for t in bs)

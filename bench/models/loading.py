@@ -217,8 +217,9 @@ def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_
     """Load the weights (converting an embedded GGUF once) on `device` ("cpu", "cuda", "cuda:N", "mps").
 
     On CUDA: bfloat16 unless `dtype` says otherwise, ``device_map="auto"`` (accelerate spreads a model that one
-    GPU cannot hold) and the sdpa attention kernel; probes that need attention probabilities switch to "eager"
-    for their pass (:func:`bench.models.hooks.attention_implementation`).  `device_map` overrides the placement
+    GPU cannot hold); everywhere the sdpa attention kernel, or eager for an architecture without it (Bloom); probes
+    that need attention probabilities switch to "eager" for their pass
+    (:func:`bench.models.hooks.attention_implementation`).  `device_map` overrides the placement
     (a dict of module path → device, "disk" included, with `offload_folder`), e.g. to split a model for a test.
     `max_memory` (device → bytes or "20GiB", as accelerate reads it) caps what ``device_map="auto"`` puts on each
     device; what does not fit goes to `offload_folder` on disk.  On the CPU an `offload_folder` alone asks for
@@ -231,8 +232,7 @@ def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_
     folder = prepare(ref, say) if ref.kind in ("alias", "gguf") else ref.location
     dev = torch.device(device)
     dt = torch_dtype(dtype, dev.type)
-    kwargs: dict[str, Any] = {"dtype": dt, **NO_REMOTE_CODE, "use_safetensors": not allow_pickle or None,
-                              "attn_implementation": "sdpa"}
+    kwargs: dict[str, Any] = {"dtype": dt, **NO_REMOTE_CODE, "use_safetensors": not allow_pickle or None}
     if ref.kind == "hub" and not Path(folder).is_dir():
         kwargs["revision"] = ref.revision  # the commit fingerprinted, not whatever main is now
     if device_map is None and offload_folder and dev.type == "cpu":  # host memory only (no GPU named), then disk

@@ -9,7 +9,7 @@ from bench.models import arch, folding
 from tests.conftest import build_tiny
 
 
-@pytest.mark.parametrize("family", ["llama", "gemma3", "gpt2", "phi", "gptj", "falcon", "falcon_new"])
+@pytest.mark.parametrize("family", ["llama", "gemma3", "gpt2", "phi", "gptj", "falcon", "falcon_new", "phi3", "bloom"])
 def test_folded_model_computes_the_same_logits(family):
     model = build_tiny(family)
     ids = torch.randint(0, model.config.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))
@@ -32,6 +32,16 @@ def test_gemma_post_norms_are_left_and_reported():
     _, report = folding.folded_copy(build_tiny("gemma3"))
     assert any("post_attention_layernorm" in n for n in report.left)
     assert any("post_feedforward_layernorm" in n for n in report.left)
+
+
+def test_bloom_embedding_norm_is_left_and_reported():
+    """Its consumer is the residual stream itself, not a linear: folding it would change what the blocks read."""
+    model = build_tiny("bloom")
+    folded, report = folding.folded_copy(model)
+    assert "transformer.word_embeddings_layernorm" in report.left
+    assert "transformer.word_embeddings_layernorm" not in report.folded
+    assert torch.equal(folded.transformer.word_embeddings_layernorm.weight,
+                       model.transformer.word_embeddings_layernorm.weight)
 
 
 def test_measured_gamma_follows_each_family_convention():

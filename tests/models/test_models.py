@@ -62,3 +62,14 @@ def test_aliases_are_listed():
     assert set(models.ALIASES) == {"smollm2-135m", "gemma3-270m"}
     for alias in models.ALIASES:
         assert models.cache_state(alias) in ("ready", "not converted", "not installed")
+
+
+def test_an_architecture_without_sdpa_loads_with_eager_attention(tiny_model_dir, tiny_tokenizer, tmp_path):
+    """Bloom has no sdpa path: asking for sdpa made loading fail; the default picks eager for it, sdpa elsewhere."""
+    from tests.conftest import build_tiny
+
+    d = tmp_path / "tiny-bloom"
+    build_tiny("bloom", vocab=len(tiny_tokenizer)).save_pretrained(d)
+    tiny_tokenizer.save_pretrained(d)
+    assert models.load(models.resolve(str(d))).hf.config._attn_implementation == "eager"
+    assert models.load(models.resolve(str(tiny_model_dir))).hf.config._attn_implementation == "sdpa"

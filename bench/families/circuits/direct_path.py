@@ -2,8 +2,8 @@
 bigrams, and the direct path W_U·W_E of a deeper model is said to approximate them.
 
 The direct path of token t is the model's own modules applied to its embedding with every block skipped:
-embedding module (with whatever scale it applies itself: Gemma multiplies by √d there) → a projection after
-the embedding if the model has one → the final norm (its scale γ and any bias included, as the model computes
+embedding module (with whatever scale it applies itself: Gemma multiplies by √d there) → the norm the model
+applies to its embeddings if it has one (Bloom) → a projection after the embedding if the model has one → the final norm (its scale γ and any bias included, as the model computes
 it; nothing is folded away) → a projection before the head if there is one → the LM head (tied or not: the
 module's own weight) → the final logit soft-capping if the config asks for it.  Learned position embeddings
 (GPT-2) are not part of the token-to-token path and are left out.
@@ -35,7 +35,7 @@ def direct_logits(hf, arch, ids: torch.Tensor) -> torch.Tensor:
     """Zero-layer logits of each token id: ids (N,) -> (N, V) float32."""
     dev = next(hf.parameters()).device
     x = arch_mod.get(hf, arch.embed)(ids.to(dev)[None])  # (1, N, d), the embedding module's own scale applied
-    for path in (arch.embed_proj, arch.final_norm, arch.final_proj):
+    for path in (arch.embed_norm, arch.embed_proj, arch.final_norm, arch.final_proj):
         if path is not None:
             x = arch_mod.get(hf, path)(x)
     return softcap(arch_mod.get(hf, arch.lm_head)(x)[0].float(), logit_cap(hf))  # (N, V)

@@ -156,9 +156,10 @@ def gradient_norms(model, seqs: list[list[int]], *, max_tokens: int = 256) -> np
         for mod, role, layer in sites:
             ax = _neuron_axis(mod, role)
             g = mod.weight.grad.detach().double()
-            sq[layer] += (g.pow(2).sum(dim=1 - ax)).cpu()
+            # a fused gated input (Phi-3's [gate | up]) has 2·F outputs: neuron j owns rows j and F + j
+            sq[layer] += (g.pow(2).sum(dim=1 - ax)).reshape(-1, F).sum(dim=0).cpu()
             if role == "in" and getattr(mod, "bias", None) is not None and mod.bias.grad is not None:
-                sq[layer] += mod.bias.grad.detach().double().pow(2).cpu()
+                sq[layer] += mod.bias.grad.detach().double().pow(2).reshape(-1, F).sum(dim=0).cpu()
         return sq.sqrt().numpy()
     finally:
         for p in hf.parameters():

@@ -70,13 +70,15 @@ def test_known_bigram_model_gives_rho_one_and_a_broken_one_does_not(one_thread):
     assert _rhos(model, C).mean() < 0.5
 
 
-@pytest.mark.parametrize("family", ["llama", "gemma3"])
+@pytest.mark.parametrize("family", ["llama", "gemma3", "phi3", "bloom"])
 def test_direct_logits_equal_a_plain_forward_without_blocks(family, one_thread):
     model = build_tiny(family, vocab=64)
     arch = arch_mod.inspect(model)
     ids = torch.arange(0, 64, 3)
     got = dp.direct_logits(model, arch, ids)
-    model.model.layers = torch.nn.ModuleList()  # nothing but embedding (with its scale), final norm and head
+    parent, _, name = arch.blocks[0].path.rpartition(".")[0].rpartition(".")
+    setattr(arch_mod.get(model, parent), name, torch.nn.ModuleList())  # nothing but embedding (its scale, its
+    #                                                                    norm), final norm and head
     model.config.num_hidden_layers = 0
     if hasattr(model.config, "layer_types"):
         model.config.layer_types = []
@@ -86,3 +88,18 @@ def test_direct_logits_equal_a_plain_forward_without_blocks(family, one_thread):
     if family == "gemma3":  # the √d embedding scale is part of the path: dropping it changes the logits
         raw = model.lm_head(model.model.norm(model.model.embed_tokens.weight[ids][None]))[0]
         assert not torch.allclose(raw, want, atol=1e-3)
+
+
+def test_bloom_direct_path_starts_from_the_normed_embedding_the_blocks_read(one_thread):
+    """Bloom normalises its embeddings before the first block: the direct path must start where transformers'
+    hidden_states[0] does, and leaving the embedding norm out would give other logits."""
+    model = build_tiny("bloom", vocab=64)
+    arch = arch_mod.inspect(model)
+    assert arch.embed_norm == "transformer.word_embeddings_layernorm"
+    ids = torch.arange(1, 64, 5)
+    with torch.no_grad():
+        h0 = model(input_ids=ids[:, None], output_hidden_states=True).hidden_states[0][:, 0]  # (N, d)
+        want = model.lm_head(model.transformer.ln_f(h0))
+        skipped = model.lm_head(model.transformer.ln_f(model.transformer.word_embeddings(ids)))
+    torch.testing.assert_close(dp.direct_logits(model, arch, ids), want, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(skipped, want, atol=1e-3)  # the norm matters on this model

@@ -15,7 +15,7 @@ from bench.models import arch as arch_mod
 from bench.models import hooks
 from tests.conftest import build_tiny
 
-FAMILIES = ["llama", "gemma3", "gpt2"]
+FAMILIES = ["llama", "gemma3", "gpt2", "phi3", "bloom"]  # phi3: fused [gate | up]; bloom: gelu_impl, ALiBi
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -106,7 +106,7 @@ def test_zeroing_a_neuron_by_hook_equals_zeroing_its_down_projection_row(family)
     assert (hooked - base).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "phi3"])
 def test_setting_neurons_to_values_reaches_the_down_projection(family):
     m = loaded(family)
     a = m.arch
@@ -120,7 +120,8 @@ def test_setting_neurons_to_values_reaches_the_down_projection(family):
             m.hf(input_ids=torch.tensor([[0, 5, 6, 7]]))
     for (layer, j, v) in ((0, 2, 1.5), (1, 4, -2.0)):
         h = down_in[sites[layer]][0][0, :, j]  # (T,)
-        want = torch.full_like(h, v) * (up_out[ups[layer]][0][0, :, j] if ups else 1.0)
+        up = F + j if a.blocks[0].ffn_fused else j  # a fused [gate | up] output holds neuron j's up at F + j
+        want = torch.full_like(h, v) * (up_out[ups[layer]][0][0, :, up] if ups else 1.0)
         torch.testing.assert_close(h, want, rtol=1e-6, atol=1e-6)
 
 
@@ -233,12 +234,17 @@ def test_pv_gradient_norms_equal_autograd_by_hand(family):
     total.backward()
     for l, b in enumerate(m.arch.blocks):
         sq = torch.zeros(m.arch.d_ffn, dtype=torch.float64)
+        F = m.arch.d_ffn
         for path in b.ffn_in:
             mod = arch_mod.get(hf, path)
             g = mod.weight.grad.double()
-            sq += (g.T if g.shape[0] != m.arch.d_ffn else g).pow(2).sum(dim=1)
+            rows = (g.T if g.shape[0] not in (F, 2 * F) else g).pow(2).sum(dim=1)  # one entry per output
+            if b.ffn_fused:  # [gate | up] in one linear: neuron j owns output j (gate) and F + j (up)
+                rows = rows[:F] + rows[F:]
+            sq += rows
             if getattr(mod, "bias", None) is not None and mod.bias.grad is not None:
-                sq += mod.bias.grad.double().pow(2)
+                bg = mod.bias.grad.double().pow(2)
+                sq += bg[:F] + bg[F:] if b.ffn_fused else bg
         out_mod = arch_mod.get(hf, b.ffn_out)
         g = out_mod.weight.grad.double()
         sq += (g if g.shape[0] == m.arch.d_ffn else g.T).pow(2).sum(dim=1)
