@@ -114,6 +114,17 @@ def build_tiny(family: str = "llama", seed: int = 0, vocab: int | None = None, *
     return model
 
 
+def tiny_folders(families, tokenizer, root) -> list:
+    """One saved checkpoint folder per family (a tiny random model of :func:`build_tiny` and `tokenizer`), in
+    `root`/tiny-<family>, for tests that run the CLI on them."""
+    dirs = []
+    for family in families:
+        dirs.append(root / f"tiny-{family}")
+        build_tiny(family, vocab=len(tokenizer)).save_pretrained(dirs[-1])
+        tokenizer.save_pretrained(dirs[-1])
+    return dirs
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     return _tokenizer()

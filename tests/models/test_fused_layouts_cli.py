@@ -11,13 +11,9 @@ SPECS = ("norm-folding-is-exact", "direct-path-bigrams")  # k-composition runs t
 
 
 def test_circuits_claims_measure_on_phi3_and_bloom(cli, specs_dir, tiny_tokenizer, tmp_path, chdir_tmp):
-    from tests.conftest import build_tiny
+    from tests.conftest import tiny_folders
 
-    dirs = []
-    for family in FAMILIES:
-        dirs.append(tmp_path / f"tiny-{family}")
-        build_tiny(family, vocab=len(tiny_tokenizer)).save_pretrained(dirs[-1])
-        tiny_tokenizer.save_pretrained(dirs[-1])
+    dirs = tiny_folders(FAMILIES, tiny_tokenizer, tmp_path)
     d = chdir_tmp / "specs" / "circuits"
     d.mkdir(parents=True)
     for name in SPECS:

@@ -9,7 +9,7 @@ import shutil
 import torch
 
 from bench.models import arch, folding
-from tests.conftest import build_tiny
+from tests.conftest import build_tiny, tiny_folders
 
 FAMILIES = ["phi", "gptj", "falcon", "falcon_new"]
 
@@ -30,11 +30,7 @@ def test_shared_norm_folded_once_into_attention_and_mlp():
 
 def test_norm_probes_run_on_parallel_blocks(cli, specs_dir, tiny_tokenizer, tmp_path, chdir_tmp):
     """One run, one tiny model per family (one CLI call keeps the test quick)."""
-    dirs = []
-    for family in FAMILIES:
-        dirs.append(tmp_path / f"tiny-{family}")
-        build_tiny(family, vocab=len(tiny_tokenizer)).save_pretrained(dirs[-1])
-        tiny_tokenizer.save_pretrained(dirs[-1])
+    dirs = tiny_folders(FAMILIES, tiny_tokenizer, tmp_path)
     d = chdir_tmp / "specs"
     (d / "circuits").mkdir(parents=True)
     (d / "microscope").mkdir()
