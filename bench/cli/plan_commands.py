@@ -67,7 +67,7 @@ def plan(paths, models_, profile, device, dtype, seed, control, revision, gpu_me
     totals = costs.totals(rows)
     from bench.spine import calibrate
 
-    device, timed = costs._device(opts.device, gpu_memory)
+    device, timed = costs.planned_device(opts.device, gpu_memory)
     why = (calibrate.warning(calibrate.rates(device)) if timed else
            f"no {device} device on this machine: memory is planned against --gpu-memory, time is not")
     if why:

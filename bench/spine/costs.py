@@ -238,7 +238,7 @@ def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | Non
     from bench.spine import calibrate, run
     from bench.spine import plan as planning
 
-    device, timed = _device(opts.device, device_limit)
+    device, timed = planned_device(opts.device, device_limit)
     kind = device.partition(":")[0]
     profile = opts.profile or planning.default_profile(kind)
     dtype = models.dtype_name(opts.dtype, kind)
@@ -272,7 +272,7 @@ def _in_cache(cell: Cell, ref: Any, device: str, dtype: str, prints: dict[str, s
     return Cache().has(key_of(parts))
 
 
-def _device(name: str, device_limit: int | None) -> tuple[str, bool]:
+def planned_device(name: str, device_limit: int | None) -> tuple[str, bool]:
     """(the device planned for, whether this machine can time it).  A CUDA device this machine lacks is planned
     for by its memory alone when that memory is given (``--gpu-memory``): a run on another machine."""
     from bench.ground.errors import UsageError
