@@ -28,6 +28,7 @@ class Pushed:
     def __init__(self, hf, winner: int | None = None):
         self.tokens = 0
         self.rows = 0
+        self.calls = 0
         self.hooks = [hf.base_model.register_forward_pre_hook(self._body, with_kwargs=True),
                       hf.get_output_embeddings().register_forward_pre_hook(self._head)]
         if winner is not None:
@@ -39,6 +40,7 @@ class Pushed:
 
     def _body(self, mod, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
+        self.calls += 1
         if ids is not None:
             self.tokens += ids.numel()
 
@@ -214,3 +216,22 @@ def test_direct_path_counts_the_corpus_it_builds_and_the_characters_it_tokenises
     w = gc.cost_of(info, planned, params).total()
     assert w.chars == chars[0] > 0
     assert 0.95 * sum(joined) <= w.words <= 1.05 * sum(joined)
+
+
+def test_readout_decoders_train_without_calling_the_model(tiny):
+    """With ``reader = "readout"`` the decoders are an encoder and a slice of the head: the model is called only
+    for the states of the training and scored texts (the shared pass and the probe's own), never per training
+    step or scoring batch; the calls and tokens through the body equal the cost model's."""
+    params = {"corpus": "brown:all", "n_texts": 6, "max_tokens": 16, "micro_batch": 4, "n_eval": 3, "n_train": 5,
+              "prefix": 3, "reader": "readout", "hidden": 8, "steps": 20, "batch": 8}
+    info = registry.probe("contextualization")
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    predicted = gc.cost_of(info, planned, params).total()
+    seen = Pushed(tiny.model.hf)
+    try:
+        info.call(tiny.ctx, **params)
+    finally:
+        seen.close()
+    assert seen.calls == predicted.calls > 0
+    assert seen.tokens == predicted.forward
+    assert predicted.calls < params["steps"]  # fewer calls than training steps: no step is a model call
