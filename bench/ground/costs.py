@@ -16,7 +16,7 @@ cold run computes it once (a key that starts with ``global|`` once per run: work
 Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks without and with gradients,
 decoding, the LM head) + model calls × (a measured overhead per layer + one read of the weights at the measured
 memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn,
-characters tokenised and words joined into running text, each at its measured rate.  A model's load
+characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
 (:func:`load_seconds`) is a measured fixed part, its tokenizer files' bytes and its weights' bytes (or, for a
 random-init control, its parameters drawn by the initialiser), each at its measured rate.  FLOPs per token are
 2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers × heads × head size
@@ -121,6 +121,7 @@ class Work:
     drawn: int = 0         # random numbers drawn from a generator outside the model (Gaussian baselines)
     chars: int = 0         # characters of text run through the model's tokenizer
     words: int = 0         # words joined into running text by the corpora's detokeniser (interpreter-bound, per word)
+    hashed: int = 0        # bytes of files read and hashed (a corpus fingerprinted for every shared-result lookup)
     batch_tokens: int = 0  # positions of the largest no-gradient batch
     grad_tokens: int = 0   # positions of the largest batch kept for a backward pass
     logit_rows: int = 0    # LM-head rows of the largest batch held at once (float32)
@@ -131,7 +132,7 @@ class Work:
     extra_bytes: int = 0   # other buffers kept at once (Gram matrices, stored states)
 
     TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "steps", "flops", "drawn", "chars",
-            "words")
+            "words", "hashed")
 
     def __add__(self, other: "Work") -> "Work":
         out = {}
@@ -183,7 +184,8 @@ class Rates:
     bytes the process holds before any model (torch and transformers imported); weight bytes loaded per
     second; FLOP/s of the LM head's wide products; memory bandwidth; Gaussian draws per second; characters
     tokenised per second; seconds per word joined into running text; a model load's fixed seconds, its tokenizer
-    files' bytes read per second and, for a random-init control, parameters initialised per second."""
+    files' bytes read per second and, for a random-init control, parameters initialised per second; bytes of files
+    read and hashed per second."""
 
     forward: float
     backward: float
@@ -200,6 +202,7 @@ class Rates:
     load_fixed_s: float = 0.0  # seconds of a model load that do not grow with its size (classes, modules, config)
     tokenizer_bps: float = 2e7  # bytes of tokenizer files read into a tokenizer per second
     init_ps: float = 1e8  # parameters drawn by an architecture's initialiser per second (a random-init control)
+    hash_bps: float = 5e8  # bytes of files read and hashed (sha256) per second
     machine: str = ""
     load: float = 0.0  # the 1-minute load average per CPU when measured: other work slows every rate above
 
@@ -255,7 +258,8 @@ def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
     return (f["forward"] / rates.forward + f["backward"] / rates.backward + f["generate"] / rates.generate
             + f["head"] / rates.head + w.calls * per_call + w.flops / rates.kernel
             + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth
-            + w.drawn / rates.rng + w.chars / rates.tokenize + w.words * rates.word_s)
+            + w.drawn / rates.rng + w.chars / rates.tokenize + w.words * rates.word_s
+            + w.hashed / rates.hash_bps)
 
 
 def load_seconds(shape: Shape, rates: Rates, *, tokenizer_bytes: int = 0, initialised: bool = False) -> float:

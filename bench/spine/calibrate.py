@@ -8,10 +8,11 @@ model call, less one read of the weights), a float64 matrix product (FLOP/s of k
 save and load of the weights beside a tiny model's (bytes loaded per second, and the fixed part of a load), the
 loads of two byte-pair tokenizers of different sizes (their files' bytes per second; the smaller one's time joins
 the fixed part), the larger one splitting text (characters per second), Gaussian draws from a seeded generator,
-a loop of interpreter-bound work (seconds per item), the initialiser drawing the model's weights (parameters per
-second) and the process's resident memory before any model.
-The result is cached in the bench cache folder under a key of what is measured (:data:`VERSION`), the machine
-(host name, processor, CPU count), the torch version, the thread count and the device; ``BENCH_RECALIBRATE=1`` measures again.  The load average
+the corpora's word joining (seconds per word), a corpus fingerprint's file hashing (bytes per second), the
+initialiser drawing the model's weights (parameters per second) and the process's resident memory before any
+model.  The result is cached in the bench cache folder under a key of what is measured (:data:`VERSION`), the
+machine (host name, processor, CPU count), the torch version, the thread count and the device;
+``BENCH_RECALIBRATE=1`` measures again.  The load average
 at measurement is kept with the rates: `bench plan` warns when they were taken on a busy machine.
 """
 
@@ -34,7 +35,7 @@ HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
 VERSION = 2  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
 DRAWS = 1 << 21  # Gaussian numbers drawn to time the generator
 MERGES_SMALL, MERGES_LARGE = 1_000, 60_000  # merges of the two tokenizers whose loads give the fixed part and the rate
-ITEMS = 200_000  # items of the interpreter-bound loop
+ITEMS = 200_000  # words joined to time the corpora's word joining
 
 
 def machine_key(device: str) -> str:
@@ -187,7 +188,8 @@ def measure(device: str = "cpu") -> Rates:
     loads = _loads(tf, model)
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, head=head, bandwidth=bandwidth, rng=rng, word_s=_word_s(),
-                 init_ps=sum(p.numel() for p in model.parameters()) / max(1e-9, t_init), **loads,
+                 init_ps=sum(p.numel() for p in model.parameters()) / max(1e-9, t_init), hash_bps=_hash_bps(),
+                 **loads,
                  machine=machine_key(device), load=max(load, busy()))
 
 
@@ -259,6 +261,19 @@ def _tokenizer(tf, n_merges: int):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     return tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+
+
+def _hash_bps() -> float:
+    """Bytes per second of :func:`bench.corpora.parallel.digest_files` (a corpus's fingerprint) on 32 files."""
+    from pathlib import Path
+
+    from bench.corpora import parallel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = [Path(tmp) / f"part{i}" for i in range(32)]
+        for i, f in enumerate(files):
+            f.write_bytes(bytes([i]) * (1 << 20))
+        return 32 * (1 << 20) / max(1e-9, _best(lambda: parallel.digest_files(files)))
 
 
 def _word_s() -> float:

@@ -235,3 +235,32 @@ def test_readout_decoders_train_without_calling_the_model(tiny):
     assert seen.calls == predicted.calls > 0
     assert seen.tokens == predicted.forward
     assert predicted.calls < params["steps"]  # fewer calls than training steps: no step is a model call
+
+
+@pytest.mark.parametrize("name, params", [
+    ("activation_stats", {"methods": ["lape"], "split_halves": 2}),
+    ("layer_distribution", {"methods": ["lape", "pv"], "split_halves": 0}),
+    ("deactivation", {"full": ["lape"], "diagonal": ["rs"]}),
+])
+def test_language_neuron_probes_count_every_corpus_fingerprint(tiny, monkeypatch, name, params):
+    """Every split of the corpus and every shared-result lookup fingerprints the corpus, reading and hashing its
+    files; the bytes hashed, counted by wrapping the hashing, equal the cost model's (a cell whose statistics
+    are cached still does all of this)."""
+    from bench.corpora import parallel
+
+    hashed = []
+    real = parallel.digest_files
+
+    def digest(paths):
+        paths = list(paths)
+        hashed.append(sum(p.stat().st_size for p in paths))
+        return real(paths)
+
+    monkeypatch.setattr(parallel, "digest_files", digest)
+    params = {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "selection_tokens": 64, "doc_tokens": 16, **params}
+    info = registry.probe(name)
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    predicted = gc.cost_of(info, planned, params).total()
+    hashed.clear()
+    info.call(tiny.ctx, **params)
+    assert predicted.hashed == sum(hashed) > 0
