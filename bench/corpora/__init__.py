@@ -19,6 +19,7 @@ class Source:
     version: int
     load: Callable[[str], list[str]]  # variant -> texts
     fingerprint: Callable[[str], str]  # variant -> content identity
+    hashed: Callable[[str], int] = lambda variant: 0  # variant -> bytes its fingerprint reads and hashes (planning)
 
 
 def _discover() -> None:
@@ -30,9 +31,12 @@ def _discover() -> None:
 SOURCES: Registry[Source] = Registry("corpus source", _discover)
 
 
-def source_def(name: str, *, version: int, fingerprint: Callable[[str], str] | None = None):
+def source_def(name: str, *, version: int, fingerprint: Callable[[str], str] | None = None,
+               hashed: Callable[[str], int] | None = None):
+    """Register a loader; `hashed` (for `bench plan`) says how many bytes `fingerprint` reads and hashes."""
     def wrap(fn: Callable[[str], list[str]]):
-        SOURCES.add(name, Source(name, version, fn, fingerprint or (lambda variant: variant)))
+        SOURCES.add(name, Source(name, version, fn, fingerprint or (lambda variant: variant),
+                                 hashed or (lambda variant: 0)))
         return fn
 
     return wrap
@@ -47,6 +51,12 @@ def split(corpus: str) -> tuple[Source, str]:
 def load(corpus: str) -> list[str]:
     source, variant = split(corpus)
     return source.load(variant)
+
+
+def fingerprint_bytes(corpus: str) -> int:
+    """Bytes that :func:`fingerprint` reads and hashes each time it is called (0 where it hashes no file)."""
+    source, variant = split(corpus)
+    return source.hashed(variant)
 
 
 def fingerprint(corpus: str) -> str:

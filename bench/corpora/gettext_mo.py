@@ -97,13 +97,16 @@ def aligned(languages: tuple[str, ...]) -> parallel.Parallel:
     return parallel.Parallel(tuple(languages), units)
 
 
+def _files(variant: str) -> list[Path]:
+    return [p for lang in _languages(variant) if lang != "en" for p in catalogs(lang)]
+
+
 def _fingerprint(variant: str) -> str:
-    langs = _languages(variant)
-    files = [p for lang in langs if lang != "en" for p in catalogs(lang)]
-    return f"v{VERSION}:{','.join(langs)}:{parallel.digest_files(files)}"
+    return f"v{VERSION}:{','.join(_languages(variant))}:{parallel.digest_files(_files(variant))}"
 
 
-@source_def("gettext", version=VERSION, fingerprint=_fingerprint)
+@source_def("gettext", version=VERSION, fingerprint=_fingerprint,
+            hashed=lambda variant: sum(p.stat().st_size for p in _files(variant)))
 def gettext_texts(variant: str) -> list[str]:
     langs = _languages(variant)
     if len(langs) == 1:

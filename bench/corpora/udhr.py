@@ -93,7 +93,11 @@ def _fingerprint(variant: str) -> str:
     return f"v{VERSION}:{','.join(langs)}:{parallel.digest_files([_file(l) for l in langs])}"
 
 
-@source_def("udhr", version=VERSION, fingerprint=_fingerprint)
+def _hashed(variant: str) -> int:
+    return sum(_file(x.strip()).stat().st_size for x in variant.split(",") if x.strip())
+
+
+@source_def("udhr", version=VERSION, fingerprint=_fingerprint, hashed=_hashed)
 def udhr_texts(variant: str) -> list[str]:
     langs = tuple(x.strip() for x in variant.split(",") if x.strip())
     if not langs:

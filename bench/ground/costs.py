@@ -15,7 +15,10 @@ cold run computes it once (a key that starts with ``global|`` once per run: work
 
 Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks without and with gradients,
 decoding, the LM head) + model calls × (a measured overhead per layer + one read of the weights at the measured
-memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth.  FLOPs per token are
+memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn,
+characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
+(:func:`load_seconds`) is a measured fixed part, its tokenizer files' bytes and its weights' bytes (or, for a
+random-init control, its parameters drawn by the initialiser), each at its measured rate.  FLOPs per token are
 2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers × heads × head size
 × context), plus 2 × vocabulary × d_model for each LM-head position.
 
@@ -115,6 +118,10 @@ class Work:
     steps: int = 0         # optimizer steps
     context: int = 0       # longest sequence a position attends over (the attention term)
     flops: float = 0.0     # arithmetic outside the model (Gram sums, small trained models, baselines)
+    drawn: int = 0         # random numbers drawn from a generator outside the model (Gaussian baselines)
+    chars: int = 0         # characters of text run through the model's tokenizer
+    words: int = 0         # words joined into running text by the corpora's detokeniser (interpreter-bound, per word)
+    hashed: int = 0        # bytes of files read and hashed (a corpus fingerprinted for every shared-result lookup)
     batch_tokens: int = 0  # positions of the largest no-gradient batch
     grad_tokens: int = 0   # positions of the largest batch kept for a backward pass
     logit_rows: int = 0    # LM-head rows of the largest batch held at once (float32)
@@ -124,7 +131,8 @@ class Work:
     full_copy: bool = False  # a trained float32 copy of the whole model beside it
     extra_bytes: int = 0   # other buffers kept at once (Gram matrices, stored states)
 
-    TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "steps", "flops")
+    TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "steps", "flops", "drawn", "chars",
+            "words", "hashed")
 
     def __add__(self, other: "Work") -> "Work":
         out = {}
@@ -174,7 +182,10 @@ class Rates:
     """Measured speeds of this machine: FLOP/s of no-gradient forward, of forward+backward and of cached
     decoding; seconds of overhead per layer of every model call; FLOP/s of small kernels outside the model;
     bytes the process holds before any model (torch and transformers imported); weight bytes loaded per
-    second; FLOP/s of the LM head's wide products; memory bandwidth."""
+    second; FLOP/s of the LM head's wide products; memory bandwidth; Gaussian draws per second; characters
+    tokenised per second; seconds per word joined into running text; a model load's fixed seconds, its tokenizer
+    files' bytes read per second and, for a random-init control, parameters initialised per second; bytes of files
+    read and hashed per second."""
 
     forward: float
     backward: float
@@ -185,6 +196,13 @@ class Rates:
     load_bps: float = 2e8  # bytes of weights loaded per second
     head: float = 0.0  # FLOP/s of LM-head-sized products (a wide matrix and its log-softmax); 0: the forward rate
     bandwidth: float = 1e10  # bytes/s of streaming memory: each model call reads the weights once
+    rng: float = 5e7  # Gaussian float64 numbers drawn per second
+    tokenize: float = 2e6  # characters of text a fast tokenizer splits per second
+    word_s: float = 7e-7  # seconds to join one word into running text (bench.corpora.tagged.detokenize)
+    load_fixed_s: float = 0.0  # seconds of a model load that do not grow with its size (classes, modules, config)
+    tokenizer_bps: float = 2e7  # bytes of tokenizer files read into a tokenizer per second
+    init_ps: float = 1e8  # parameters drawn by an architecture's initialiser per second (a random-init control)
+    hash_bps: float = 5e8  # bytes of files read and hashed (sha256) per second
     machine: str = ""
     load: float = 0.0  # the 1-minute load average per CPU when measured: other work slows every rate above
 
@@ -239,7 +257,18 @@ def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
     per_call = shape.n_layers * rates.call_layer_s + shape.n_params * dtype_bytes / rates.bandwidth
     return (f["forward"] / rates.forward + f["backward"] / rates.backward + f["generate"] / rates.generate
             + f["head"] / rates.head + w.calls * per_call + w.flops / rates.kernel
-            + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth)
+            + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth
+            + w.drawn / rates.rng + w.chars / rates.tokenize + w.words * rates.word_s
+            + w.hashed / rates.hash_bps)
+
+
+def load_seconds(shape: Shape, rates: Rates, *, tokenizer_bytes: int = 0, initialised: bool = False) -> float:
+    """Predicted seconds of loading a model of `shape` (float32 weights, as they are stored) with its tokenizer
+    (`tokenizer_bytes` of files): the load's fixed part, the tokenizer's bytes at their rate, and the weights'
+    bytes at the load rate — or, for a control whose weights an initialiser draws (`initialised`), its parameters
+    at the initialiser's rate."""
+    weights = shape.n_params / rates.init_ps if initialised else shape.n_params * 4 / rates.load_bps
+    return rates.load_fixed_s + tokenizer_bytes / rates.tokenizer_bps + weights
 
 
 def peak_parts(shape: Shape, w: Work, dtype_bytes: int) -> dict[str, int]:

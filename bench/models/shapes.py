@@ -59,6 +59,20 @@ def read(ref: ModelRef) -> tuple[Any, Any, str]:
     return config, tok, note
 
 
+def tokenizer_bytes(ref: ModelRef) -> int:
+    """Bytes of the tokenizer files a load of `ref` reads (its converted or checkpoint folder's; 0 where they are
+    not on this machine: a hub id not downloaded, a GGUF not yet converted)."""
+    from bench.models.loading import IDENTITY_FILES, IDENTITY_SUFFIXES
+
+    where, _ = source(ref)
+    folder = Path(where)
+    if not folder.is_dir():
+        return 0
+    names = [n for n in IDENTITY_FILES if n not in ("config.json", "generation_config.json")]
+    return sum(p.stat().st_size for p in folder.iterdir()
+               if p.is_file() and (p.name in names or p.suffix in IDENTITY_SUFFIXES))
+
+
 def shape(config) -> Shape:
     try:
         return Shape.from_config(config)

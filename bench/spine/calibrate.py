@@ -5,9 +5,14 @@ the device the run uses: a memory copy (bandwidth), a wide product with its log-
 no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
 backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
 model call, less one read of the weights), a float64 matrix product (FLOP/s of kernels outside the model), a
-save and load of the weights (bytes loaded per second) and the process's resident memory before any model.
-The result is cached in the bench cache folder under a key of the machine (host name, processor, CPU count),
-the torch version, the thread count and the device; ``BENCH_RECALIBRATE=1`` measures again.  The load average
+save and load of the weights beside a tiny model's (bytes loaded per second, and the fixed part of a load), the
+loads of two byte-pair tokenizers of different sizes (their files' bytes per second; the smaller one's time joins
+the fixed part), the larger one splitting text (characters per second), Gaussian draws from a seeded generator,
+the corpora's word joining (seconds per word), a corpus fingerprint's file hashing (bytes per second), the
+initialiser drawing the model's weights (parameters per second) and the process's resident memory before any
+model.  The result is cached in the bench cache folder under a key of what is measured (:data:`VERSION`), the
+machine (host name, processor, CPU count), the torch version, the thread count and the device;
+``BENCH_RECALIBRATE=1`` measures again.  The load average
 at measurement is kept with the rates: `bench plan` warns when they were taken on a busy machine.
 """
 
@@ -27,13 +32,17 @@ CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidd
               num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
 BATCH, LENGTH, ROWS, STEPS = 8, 128, 64, 24
 HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
+VERSION = 2  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
+DRAWS = 1 << 21  # Gaussian numbers drawn to time the generator
+MERGES_SMALL, MERGES_LARGE = 1_000, 60_000  # merges of the two tokenizers whose loads give the fixed part and the rate
+ITEMS = 200_000  # words joined to time the corpora's word joining
 
 
 def machine_key(device: str) -> str:
     import torch
 
-    parts = [platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()), torch.__version__,
-             str(torch.get_num_threads()), device]
+    parts = [f"v{VERSION}", platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()),
+             torch.__version__, str(torch.get_num_threads()), device]
     if device.startswith("cuda") and torch.cuda.is_available():
         parts.append(torch.cuda.get_device_name(torch.device(device)))
     return sha256_bytes("|".join(parts).encode())[:16]
@@ -172,16 +181,105 @@ def measure(device: str = "cpu") -> Rates:
     a = torch.randn(384, 384, dtype=torch.float64, device=dev)
     t_mm = _best(lambda: (a @ a, sync()))
     kernel = 2 * 384 ** 3 / max(1e-9, t_mm)
+    gen = torch.Generator().manual_seed(0)
+    rng = DRAWS / max(1e-9, _best(lambda: torch.randn(DRAWS, generator=gen, dtype=torch.float64)))
+    with torch.random.fork_rng(devices=[]):
+        t_init = _best(lambda: tf.LlamaForCausalLM(cfg), repeat=2)
+    loads = _loads(tf, model)
+    return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
+                 base_bytes=base, head=head, bandwidth=bandwidth, rng=rng, word_s=_word_s(),
+                 init_ps=sum(p.numel() for p in model.parameters()) / max(1e-9, t_init), hash_bps=_hash_bps(),
+                 **loads,
+                 machine=machine_key(device), load=max(load, busy()))
+
+
+def _loads(tf, model) -> dict[str, float]:
+    """A model's load as :func:`bench.ground.costs.load_seconds` counts it: the weights of `model` beside a
+    one-layer model's (their difference: bytes per second; the small one: the fixed part), two byte-pair
+    tokenizers (their difference: bytes per second; the small one joins the fixed part), and the larger
+    tokenizer splitting text (characters per second)."""
+    tiny = tf.LlamaForCausalLM(tf.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                              num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
     bars = tf.utils.logging.is_progress_bar_enabled()
     tf.utils.logging.disable_progress_bar()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            model.save_pretrained(tmp)
-            size = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp) if f.endswith(".safetensors"))
-            t_load = _best(lambda: tf.LlamaForCausalLM.from_pretrained(tmp), repeat=2)
+            times, sizes = [], []
+            for i, m in enumerate((tiny, model)):
+                where = os.path.join(tmp, f"model{i}")
+                m.save_pretrained(where)
+                sizes.append(_bytes(where, lambda f: f.endswith(".safetensors")))
+                times.append(_best(lambda: tf.AutoModelForCausalLM.from_pretrained(where), repeat=2))
+            tok_times, tok_sizes, toks = [], [], []
+            for i, merges in enumerate((MERGES_SMALL, MERGES_LARGE)):
+                where = os.path.join(tmp, f"tok{i}")
+                _tokenizer(tf, merges).save_pretrained(where)
+                tok_sizes.append(_bytes(where, lambda f: True))
+                tok_times.append(_best(lambda: toks.append(tf.AutoTokenizer.from_pretrained(where)), repeat=2))
     finally:
         if bars:
             tf.utils.logging.enable_progress_bar()
-    return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
-                 base_bytes=base, load_bps=size / max(1e-9, t_load), head=head, bandwidth=bandwidth,
-                 machine=machine_key(device), load=max(load, busy()))
+    texts = _words(200_000, seed=1)
+    texts = [" ".join(texts[i: i + 100]) for i in range(0, len(texts), 100)]
+    t_split = _best(lambda: toks[-1](texts), repeat=2)
+    return {"load_fixed_s": times[0] + tok_times[0],
+            "load_bps": (sizes[1] - sizes[0]) / max(1e-9, times[1] - times[0], 0.05 * times[1]),
+            "tokenizer_bps": (tok_sizes[1] - tok_sizes[0]) / max(1e-9, tok_times[1] - tok_times[0],
+                                                                  0.05 * tok_times[1]),
+            "tokenize": sum(len(t) for t in texts) / max(1e-9, t_split)}
+
+
+def _bytes(folder: str, keep) -> int:
+    return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if keep(f))
+
+
+def _words(n: int, seed: int) -> list[str]:
+    """`n` made-up lower-case words of 2–9 letters (seeded)."""
+    import random
+
+    r = random.Random(seed)
+    return ["".join(r.choice("etaoinshrdlucmfw") for _ in range(r.randint(2, 9))) for _ in range(n)]
+
+
+def _tokenizer(tf, n_merges: int):
+    """A byte-pair tokenizer of `n_merges` merges over 26 letters (each merge joins two earlier tokens)."""
+    import random
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    r = random.Random(n_merges)
+    vocab = {chr(c): c - ord("a") for c in range(ord("a"), ord("z") + 1)}
+    merges, pieces = [], list(vocab)
+    while len(merges) < n_merges:
+        a, b = r.choice(pieces), r.choice(pieces)
+        if a + b in vocab or len(a + b) > 10:
+            continue
+        vocab[a + b] = len(vocab)
+        merges.append((a, b))
+        pieces.append(a + b)
+    vocab["<unk>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+
+
+def _hash_bps() -> float:
+    """Bytes per second of :func:`bench.corpora.parallel.digest_files` (a corpus's fingerprint) on 32 files."""
+    from pathlib import Path
+
+    from bench.corpora import parallel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = [Path(tmp) / f"part{i}" for i in range(32)]
+        for i, f in enumerate(files):
+            f.write_bytes(bytes([i]) * (1 << 20))
+        return 32 * (1 << 20) / max(1e-9, _best(lambda: parallel.digest_files(files)))
+
+
+def _word_s() -> float:
+    """Seconds per word of :func:`bench.corpora.tagged.detokenize`, which the corpora join words into text with."""
+    from bench.corpora import tagged
+
+    words = _words(ITEMS, seed=2)
+    classes = ["other"] * len(words)
+    return _best(lambda: tagged.detokenize(words, classes)) / ITEMS

@@ -6,7 +6,7 @@ tokenizer (:mod:`bench.models.shapes`: no weights are read).  Cells are counted 
 executes them (grouped by model, in plan order of each model's first cell): work that probes share through the
 memo cache is counted in the first cell that needs it, a cell whose probe, parameters and seed an earlier cell
 of the same model already measured costs nothing (the run reads it from the cache), and a model's first cell
-also pays for loading its weights.
+also pays for loading it (:func:`bench.ground.costs.load_seconds`: a fixed part, its tokenizer files, its weights).
 
 Power: for each sub-rule with a bound (``min`` / ``max``), the reference effect is the one a REFUTED is judged
 against (:mod:`bench.stats.sensitivity`): ``smallest_effect`` against the bound, else the bound against 0.
@@ -46,7 +46,7 @@ class Row:
     power_note: str = ""
     notes: list[str] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)  # the peak's bytes by what holds them (gc.peak_parts)
-    work: Any = field(default=None, repr=False)  # (shape, counted work, bytes loaded first), to time again
+    work: Any = field(default=None, repr=False)  # (shape, counted work, the load first (or None), width), to time again
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -57,7 +57,7 @@ class Row:
         if self.work is None or self.predicted_s is None:
             return self
         shape, work, load, width = self.work
-        self.predicted_s = round(gc.seconds(shape, work, rates, width) + load / rates.load_bps, 2)
+        self.predicted_s = round(gc.seconds(shape, work, rates, width) + _load_s(shape, load, rates), 2)
         return self
 
 
@@ -105,8 +105,8 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         ref = refs[cell.model]
         base = ref.base.name if hasattr(ref, "base") else cell.model
         if base not in read:
-            read[base] = shapes.read(ref)
-        config, tok, stand_in = read[base]
+            read[base] = (*shapes.read(ref), shapes.tokenizer_bytes(ref))
+        config, tok, stand_in, tok_bytes = read[base]
         shape = shapes.shape(config)
         info = cell.probe
         planned = gc.Planned(shape=shape, tokenizer=tok, seed=cell.seed, dtype_bytes=width, name=cell.model)
@@ -126,8 +126,8 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         keys = {_key(k, cell.model) for k, _ in cost.parts if k is not None}
         work = gc.Work() if cached else gc.Cost(tuple((_key(k, cell.model), w) for k, w in cost.parts)).total(
             seen | done.setdefault("", set()))
-        load = shape.n_params * 4 if not seen and not measured[cell.model] else 0
-        seconds = gc.seconds(shape, work, rates, width) + load / rates.load_bps if timed else None
+        load = (tok_bytes, bool(getattr(ref, "control", None))) if not seen and not measured[cell.model] else None
+        seconds = gc.seconds(shape, work, rates, width) + _load_s(shape, load, rates) if timed else None
         for k in keys:
             (done[""] if k.startswith("global|") else seen).add(k)
         measured[cell.model].add(ident)
@@ -148,6 +148,12 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
                         int(dev), fits, units, unit, need, why, notes, {k: int(v) for k, v in parts.items() if v},
                         (shape, work, load, width)))
     return rows
+
+
+def _load_s(shape: gc.Shape, load: tuple[int, bool] | None, rates: gc.Rates) -> float:
+    """Seconds of a model's load in its first cell: `load` is (its tokenizer files' bytes, whether an initialiser
+    draws its weights), None in every later cell."""
+    return 0.0 if load is None else gc.load_seconds(shape, rates, tokenizer_bytes=load[0], initialised=load[1])
 
 
 def _key(key: str | None, model: str) -> str | None:
@@ -224,7 +230,7 @@ def totals(rows: list[Row]) -> dict[str, dict[str, Any]]:
 
 # A slow machine: if even these rates predict a run under ANNOUNCE_S, it is not worth measuring this one's
 SLOW = dict(forward=2e9, backward=2e9, generate=1e9, call_layer_s=2e-3, kernel=2e8, load_bps=5e7, head=2e9,
-            bandwidth=2e9)
+            bandwidth=2e9, rng=1e7, tokenize=5e5, word_s=3e-6, load_fixed_s=2.0, tokenizer_bps=5e6, init_ps=2e7)
 ANNOUNCE_S = 180.0
 
 

@@ -28,6 +28,7 @@ class Pushed:
     def __init__(self, hf, winner: int | None = None):
         self.tokens = 0
         self.rows = 0
+        self.calls = 0
         self.hooks = [hf.base_model.register_forward_pre_hook(self._body, with_kwargs=True),
                       hf.get_output_embeddings().register_forward_pre_hook(self._head)]
         if winner is not None:
@@ -39,6 +40,7 @@ class Pushed:
 
     def _body(self, mod, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
+        self.calls += 1
         if ids is not None:
             self.tokens += ids.numel()
 
@@ -149,3 +151,116 @@ def test_every_probe_of_every_family_has_a_cost_model():
     ours = {n for n, p in registry.probes().items() if p.fn.__module__.startswith(packages)}
     missing = sorted(ours - set(gc.costs()))
     assert not missing, f"probes without a cost model (@cost_def): {missing}"
+
+
+def test_k_composition_counts_every_product_and_every_random_number(tiny, monkeypatch):
+    """The composition loops (after the shared head scores) under torch's FLOP counter, and every Gaussian number
+    and permutation drawn counted by wrapping the generators: both equal the cost model's own part (its worst
+    case, the top induction head in the last layer, is scripted here)."""
+    import numpy as np
+    import pandas as pd
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from bench.families.circuits import lm
+    from bench.families.circuits.lm import Repeats
+
+    L, H = tiny.model.arch.n_layers, tiny.model.arch.n_heads
+    ind = np.zeros((L, H))
+    ind[L - 1, 1] = 0.9
+    prev = np.full((L, H), 0.1)
+    heads = pd.concat([lm.head_rows(ind[None], "induction_score"), lm.head_rows(prev[None], "prev_token_score")],
+                      ignore_index=True)
+    monkeypatch.setattr(Repeats, "scores", lambda self, ctx: heads)
+    drawn = []
+
+    def counted(real):
+        def draw(*a, **k):
+            out = real(*a, **k)
+            drawn.append(out.numel())
+            return out
+        return draw
+
+    for name in ("randn", "randperm"):
+        monkeypatch.setattr(torch, name, counted(getattr(torch, name)))
+    info = registry.probe("k_composition")
+    with FlopCounterMode(display=False) as counter:
+        info.call(tiny.ctx, n_baseline=7)
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    own = gc.Cost(gc.cost_of(info, planned, {"n_baseline": 7}).parts[1:]).total()
+    assert own.flops == counter.get_total_flops() > 0
+    assert own.drawn == sum(drawn) > 0
+
+
+def test_direct_path_counts_the_corpus_it_builds_and_the_characters_it_tokenises(tiny, monkeypatch):
+    """Characters handed to the tokenizer and words the corpus loader joins into text, counted by wrapping
+    both, against the cost model (words are counted from the texts, not from the loader's word lists: within 5 %
+    here, 2 % short; counting only the texts the probe keeps would be 20 times too few)."""
+    from bench.corpora import tagged
+    from bench.families.circuits import costs as cc
+
+    cc._WORDS.clear()
+    joined, chars = [], []
+    real_join = tagged.detokenize
+    monkeypatch.setattr(tagged, "detokenize", lambda words, classes: joined.append(len(words)) or real_join(words, classes))
+    tok = tiny.model.tokenizer
+    real_call = type(tok).__call__
+    monkeypatch.setattr(type(tok), "__call__", lambda self, texts, *a, **k: (
+        chars.append(sum(map(len, [texts] if isinstance(texts, str) else texts))), real_call(self, texts, *a, **k))[1])
+    params = {"corpus": "brown_text:humor", "n_texts": 20, "n_first": 3, "top_k": 3}
+    info = registry.probe("direct_path_bigrams")
+    info.call(tiny.ctx, **params)
+    monkeypatch.setattr(tagged, "detokenize", real_join)
+    monkeypatch.setattr(type(tok), "__call__", real_call)
+    cc._WORDS.clear()
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tok, seed=0)
+    w = gc.cost_of(info, planned, params).total()
+    assert w.chars == chars[0] > 0
+    assert 0.95 * sum(joined) <= w.words <= 1.05 * sum(joined)
+
+
+def test_readout_decoders_train_without_calling_the_model(tiny):
+    """With ``reader = "readout"`` the decoders are an encoder and a slice of the head: the model is called only
+    for the states of the training and scored texts (the shared pass and the probe's own), never per training
+    step or scoring batch; the calls and tokens through the body equal the cost model's."""
+    params = {"corpus": "brown:all", "n_texts": 6, "max_tokens": 16, "micro_batch": 4, "n_eval": 3, "n_train": 5,
+              "prefix": 3, "reader": "readout", "hidden": 8, "steps": 20, "batch": 8}
+    info = registry.probe("contextualization")
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    predicted = gc.cost_of(info, planned, params).total()
+    seen = Pushed(tiny.model.hf)
+    try:
+        info.call(tiny.ctx, **params)
+    finally:
+        seen.close()
+    assert seen.calls == predicted.calls > 0
+    assert seen.tokens == predicted.forward
+    assert predicted.calls < params["steps"]  # fewer calls than training steps: no step is a model call
+
+
+@pytest.mark.parametrize("name, params", [
+    ("activation_stats", {"methods": ["lape"], "split_halves": 2}),
+    ("layer_distribution", {"methods": ["lape", "pv"], "split_halves": 0}),
+    ("deactivation", {"full": ["lape"], "diagonal": ["rs"]}),
+])
+def test_language_neuron_probes_count_every_corpus_fingerprint(tiny, monkeypatch, name, params):
+    """Every split of the corpus and every shared-result lookup fingerprints the corpus, reading and hashing its
+    files; the bytes hashed, counted by wrapping the hashing, equal the cost model's (a cell whose statistics
+    are cached still does all of this)."""
+    from bench.corpora import parallel
+
+    hashed = []
+    real = parallel.digest_files
+
+    def digest(paths):
+        paths = list(paths)
+        hashed.append(sum(p.stat().st_size for p in paths))
+        return real(paths)
+
+    monkeypatch.setattr(parallel, "digest_files", digest)
+    params = {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "selection_tokens": 64, "doc_tokens": 16, **params}
+    info = registry.probe(name)
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    predicted = gc.cost_of(info, planned, params).total()
+    hashed.clear()
+    info.call(tiny.ctx, **params)
+    assert predicted.hashed == sum(hashed) > 0

@@ -14,7 +14,8 @@ from bench.ground import costs as gc
 
 SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "circuits" / "induction-heads-exist.toml")
 RATES = gc.Rates(forward=1e9, backward=5e8, generate=2.5e8, call_layer_s=1e-3, kernel=1e8, base_bytes=1 << 28,
-                 load_bps=1e8, head=2e9, bandwidth=4e9)
+                 load_bps=1e8, head=2e9, bandwidth=4e9, rng=1e6, tokenize=1e5, word_s=1e-6, load_fixed_s=0.5,
+                 tokenizer_bps=1e6, init_ps=1e7)
 
 
 def test_shape_counts_the_parameters_of_a_real_model(tiny_tokenizer):
@@ -32,15 +33,18 @@ def test_seconds_and_bytes_by_hand():
     # blocks: 2 × (4·4·2 + 2·4·2 + 3·4·8) = 2 × (32 + 16 + 96) = 288; head 40; tied → 328 parameters
     assert (s.block_params, s.head_params, s.n_params) == (288, 40, 328)
     w = gc.Work(forward=10, head=10, backward=5, backward_head=5, generated=4, calls=3, steps=2, trainable=100,
-                context=6, flops=1e3)
+                context=6, flops=1e3, drawn=50, chars=70, words=9)
     attn = 4 * 2 * 2 * 2 * 6  # 4 × layers × heads × head size × context = 192
     per = 2 * 288 + attn
     f = gc.flops(s, w)
     assert f == {"forward": 10 * per, "backward": 3 * 5 * per, "generate": 4 * per, "head": 80 * (10 + 3 * 5 + 4)}
     per_call = 2 * 1e-3 + 328 * 4 / RATES.bandwidth  # overhead per layer, one read of the float32 weights
     expected = (10 * per / 1e9 + 15 * per / 5e8 + 4 * per / 2.5e8 + 80 * 29 / RATES.head + 3 * per_call
-                + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth)
+                + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth + 50 / 1e6 + 70 / 1e5 + 9 * 1e-6)
     assert gc.seconds(s, w, RATES) == pytest.approx(expected, rel=1e-12)
+    # a load: the fixed part, the tokenizer's bytes, the float32 weights' bytes (or the initialiser's parameters)
+    assert gc.load_seconds(s, RATES, tokenizer_bytes=3000) == pytest.approx(0.5 + 3000 / 1e6 + 328 * 4 / 1e8)
+    assert gc.load_seconds(s, RATES, initialised=True) == pytest.approx(0.5 + 328 / 1e7)
     m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
     # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
     assert gc.peak_bytes(s, m, 2) == 328 * 2 + 3 * 48 * 2 + 240 + 80 + 112 + 11
@@ -81,6 +85,25 @@ def calibrated(monkeypatch):
     from bench.spine import calibrate
 
     monkeypatch.setattr(calibrate, "rates", lambda device="cpu", refresh=False: RATES)
+
+
+def test_a_models_first_cell_pays_for_its_load_with_its_tokenizer_files(config_only):
+    """The first cell of a model counts its load (fixed part, the bytes of the tokenizer files in its folder,
+    its weights; a random-init control its parameters drawn), the next cell of the same model none."""
+    from bench.ground import spec
+    from bench.spine import costs, run
+
+    specs = spec.load_specs([SPEC, SPEC.replace("induction-heads-exist", "k-composition")])
+    tok_bytes = sum(p.stat().st_size for p in config_only.iterdir() if p.name != "config.json")
+    for name, initialised in ((str(config_only), False), (f"{config_only}+random-init", True)):
+        opts = run.Options(models=(name,), profile="smoke", device="cpu", dtype="float32", seed=0)
+        first, second = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
+        shape, work, load, width = first.work
+        assert load == (tok_bytes, initialised)
+        load_s = gc.load_seconds(shape, RATES, tokenizer_bytes=tok_bytes, initialised=initialised)
+        assert first.predicted_s == round(gc.seconds(shape, work, RATES, width) + load_s, 2)
+        assert load_s > 0.5 + (0 if initialised else tok_bytes / RATES.tokenizer_bps)
+        assert second.work[2] is None
 
 
 def test_plan_on_a_folder_without_weights_reads_no_weights(cli, config_only, calibrated, monkeypatch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from bench import corpora
 from bench.ground.costs import Cost, Planned, Work, cost_def
 from bench.families.circuits.composition import CompositionParams
@@ -28,18 +30,32 @@ def induction_cost(m: Planned, p: Repeats) -> Cost:
     return Cost((repeats_work(m, p.seq_len, p.batch),), units=p.batch, unit="sequences")
 
 
+def fro_flops(d: int, r: int, s: int) -> float:
+    """FLOPs of :func:`.composition.lowrank_fro` on A (d, r), M (r, s), C (d, s): the Gram matrices AᵀA and CᵀC,
+    then Mᵀ·G_A·M·G_C."""
+    return 2.0 * d * r * r + 2.0 * d * s * s + 2.0 * (s * r * r + s * r * s + s * s * s)
+
+
+def score_flops(d: int, dh: int) -> float:
+    """FLOPs of one :func:`.composition.k_composition_score`: W_O·W_K, then three low-rank norms."""
+    return 2.0 * dh * d * dh + 3 * fro_flops(d, dh, dh)
+
+
 @cost_def("k_composition")
 def k_composition_cost(m: Planned, p: CompositionParams) -> Cost:
-    """The shared head scores, then (worst case: the top induction head in the last layer) a composition score
-    for every head of every earlier layer and `n_baseline` draws of each baseline; each score is a few
-    d × d_head products in float64."""
+    """The shared head scores, then (worst case: the top induction head in the last layer) the loops of
+    :func:`.composition.k_composition`: a score for every head of every earlier layer; `n_baseline` Gaussian
+    draws of four factor matrices, each scored; `n_baseline` permutations of the d residual coordinates, each
+    one product and one low-rank norm (the two norms once).  Scores are float64 products (kernel FLOPs); the
+    draws are random numbers at the generator's rate (a permutation draws d of them)."""
     s = m.shape
     dh, d = s.head_dim, s.d_model
-    per_score = 6.0 * d * dh * dh
-    scores = (s.n_layers - 1) * s.n_heads + 2 * p.n_baseline
-    draws = p.n_baseline * 4 * d * dh  # Gaussian factors drawn for the random baseline
+    candidates = (s.n_layers - 1) * s.n_heads
+    flops = (candidates + p.n_baseline) * score_flops(d, dh) \
+        + 2 * fro_flops(d, dh, dh) + p.n_baseline * (2.0 * dh * d * dh + fro_flops(d, dh, dh))
+    drawn = p.n_baseline * 4 * d * dh + p.n_baseline * d
     return Cost((repeats_work(m, p.repeats.seq_len, p.repeats.batch),
-                 (None, Work(flops=scores * per_score + draws, extra_bytes=4 * d * dh * 8 * s.n_heads))),
+                 (None, Work(flops=flops, drawn=drawn, extra_bytes=4 * d * dh * 8 * s.n_heads))),
                 units=p.n_baseline, unit="baseline draws",
                 notes=("worst case: the top induction head in the last layer",))
 
@@ -82,10 +98,28 @@ def norm_folding_cost(m: Planned, *, corpus: str, n_texts: int, max_tokens: int)
     return Cost(((None, w),), units=len(texts), unit="texts")
 
 
+WORD = re.compile(r"""[\w'"]+|[^\s\w'"]+""")
+_WORDS: dict[str, tuple[list[str], int]] = {}  # corpus → (its texts, the words joined into them), once a process
+
+
+def corpus_words(corpus: str) -> tuple[list[str], int]:
+    """The texts `corpus` loads and the words its loader joins into running text to make them (every text it
+    returns, not only those a probe keeps: the loader builds them all).  A word is a run of letters, digits,
+    apostrophes and quotes, or a run of other marks: punctuation is a word of its own, as the corpora's word lists
+    have it (the Brown corpus: 1,161,034 counted so against the 1,158,967 its loader joins)."""
+    if corpus not in _WORDS:
+        texts = corpora.load(corpus)
+        _WORDS[corpus] = (texts, sum(len(WORD.findall(t)) for t in texts))
+    return _WORDS[corpus]
+
+
 @cost_def("direct_path_bigrams")
 def direct_path_cost(m: Planned, *, corpus: str, n_texts: int, n_first: int, top_k: int) -> Cost:
-    """No block runs: the embedding, the final norm and the head of at most `n_first` tokens (the bigram count
-    over the texts is tokenizer work, not counted)."""
+    """No block runs: the embedding, the final norm and the head of at most `n_first` tokens.  Before it, the
+    corpus is built (its loader joins every word of it into running text) and the first `n_texts` texts run
+    through the tokenizer (their characters); the bigram count itself is numpy work on the ids, not counted."""
     n = min(n_first, m.shape.vocab)
-    return Cost(((None, Work(head=n, logit_rows=n)),), units=n, unit="first tokens",
+    texts, words = corpus_words(corpus)
+    chars = sum(len(t) for t in texts[:n_texts])
+    return Cost(((None, Work(head=n, logit_rows=n, chars=chars, words=words)),), units=n, unit="first tokens",
                 notes=("at most n_first first tokens (fewer when fewer have top_k distinct followers)",))

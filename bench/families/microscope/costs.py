@@ -135,12 +135,18 @@ def _measure(m: Planned, p: ContextParams, who: str) -> list[tuple[str | None, W
     rows = cfg.batch * (k + 1)
     heads = int(cfg.batch * k * share)  # head rows, in units of the whole vocabulary
     # the head is frozen: its backward pass is one more product of its size (no weight gradient), so a step
-    # costs two head products, counted as head positions; the blocks of an LM copy run forward and back
-    step = Work(backward=int(rows * frac), head=2 * heads, calls=1, steps=1, context=k + 1,
-                grad_tokens=int(rows * frac), logit_rows=heads,
-                trainable=int(mc.lora_params(m.shape, "all", cfg.lora_rank) * frac if cfg.reader == "lm" else 0)
-                + 2 * m.shape.d_model * (cfg.hidden or m.shape.d_model))
-    score = Work(forward=int(n_test * (k + 1) * frac), head=int(n_test * k * share), calls=-(-n_test // cfg.eval_batch))
+    # costs two head products, counted as head positions; the blocks of an LM copy run forward and back.  Only
+    # the LM copy is a model call; the readouts are the encoder and a slice of the head (no block runs)
+    lm = cfg.reader == "lm"
+    d, hidden = m.shape.d_model, cfg.hidden or m.shape.d_model
+    out = d if lm else k * d  # the encoder's output: one input embedding, or k vectors read through the head
+    encoder = 2.0 * ((L + 1) * d * 3 + d * hidden + hidden * out)  # standardise and pool, then the MLP, per example
+    step = Work(backward=int(rows * frac), head=2 * heads, calls=int(lm), steps=1, context=k + 1,
+                flops=3 * cfg.batch * encoder, grad_tokens=int(rows * frac), logit_rows=heads,
+                trainable=int(mc.lora_params(m.shape, "all", cfg.lora_rank) * frac if lm else 0)
+                + (d + 1) * hidden + (hidden + 1) * out + L + 1)
+    score = Work(forward=int(n_test * (k + 1) * frac), head=int(n_test * k * share), flops=n_test * encoder,
+                 calls=-(-n_test // cfg.eval_batch) if lm else 0)
     states = sum(_body(train, s.micro_batch) + _body(evals, s.micro_batch), Work())
     pool = (sum(len(full_prefix_examples(it, k)) for it in train) + n_test) * (L + 1) * m.shape.d_model * 4
     own = states + Work(extra_bytes=pool) + (step.times(cfg.steps).times(3) + score.times(4)).times(p.decoder_runs)
