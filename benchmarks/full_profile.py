@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,14 +52,33 @@ def run_family(family: str, model: str, cap_s: float, cache: Path, runs: Path) -
     if timer:
         cmd = ["/usr/bin/time", "-f", "%M", "-o", str(stats), *cmd]
     t = time.perf_counter()
+    # Its own process group: at the cap the whole group is stopped (GNU time and bench under it), not only the
+    # first process (stopping GNU time alone left bench running, orphaned, past the cap).  SIGINT first, so bench
+    # writes its record as "interrupted" with the cells it finished; SIGKILL if it has not ended a minute later.
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(cmd, env=env, cwd=ROOT, timeout=cap_s, capture_output=True, text=True)
-        status = proc.returncode
+        status = proc.wait(timeout=cap_s)
     except subprocess.TimeoutExpired:
         status = "cap"
+        _stop_group(proc)
     wall = time.perf_counter() - t
     peak = int(stats.read_text().split()[-1]) if timer and stats.exists() and stats.read_text().strip() else None
     return {"wall_s": wall, "peak_kib": peak, "status": status}
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 60.0) -> None:
+    """Interrupt `proc`'s process group, then kill it if it is still there after `grace_s`."""
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def cells(runs: Path) -> dict[str, dict]:
