@@ -111,3 +111,21 @@ def test_no_run_named_evaluates_the_whole_frame_but_decides_nothing():
     assert v.reason == "no training run named in 'train_seed' (refuted here)"
     one, _ = _scripted({None: _v(E)})
     assert decide(_frame((), shared=2), "train_seed", one).outcome is E
+
+
+def test_runs_of_an_exact_rule_have_no_p_and_still_combine():
+    """An exact rule (no sampling) gives no p: every run supporting is SUPPORTED, without a largest p."""
+    one, _ = _scripted({0: _v(S, 0.6, None, None, None), 1: _v(S, 0.8, None, None, None)})
+    v = decide(_frame((0, 1)), "train_seed", one)
+    assert v.outcome is S and v.p_value is None and v.estimate == pytest.approx(0.7)
+    assert v.reason == ("holds in every one of 2 training runs × 30 units: train_seed 0: SUPPORTED (supported here); "
+                        "train_seed 1: SUPPORTED (supported here)")
+
+
+def test_layer_summary_over_training_runs_is_decided():
+    from bench.stats import evaluate
+
+    f = pd.DataFrame({"train_seed": pd.array([0, 0, 1, 1], dtype="Int64"), "layer": [0, 1, 0, 1], "metric": "m",
+                      "value": [0.5, 0.6, 0.5, 0.7]})
+    v = evaluate(f, "layer_summary", {"metric": "m", "reduce": "max", "min": 0.1, "training_runs": "train_seed"})
+    assert v.outcome is S and v.estimate == pytest.approx(0.65) and v.runs == 2
