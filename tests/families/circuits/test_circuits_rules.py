@@ -23,7 +23,7 @@ def _frame(flag: float | None = None) -> pd.DataFrame:
     * ``high``: every draw above 0.5 → p = 1, REFUTED with the sensitivity of 199 draws (1/200 < α)."""
     rows = [("observed", "k", 0.5)]
     rows += [("baseline", "low", 0.1 + 0.001 * i) for i in range(199)]
-    rows += [("baseline", "one_above", 0.1 + 0.001 * i) for i in range(198)] + [("baseline", "one_above", 0.9)]
+    rows += [("baseline", "one_above", 0.2 + 0.001 * i) for i in range(198)] + [("baseline", "one_above", 0.9)]
     rows += [("baseline", "high", 0.6 + 0.001 * i) for i in range(199)]
     if flag is not None:
         rows.append(("observed", "flag", flag))
@@ -46,6 +46,8 @@ def test_supported_takes_the_largest_part_p_and_names_the_rule_metric_and_alpha(
     assert (v.rule, v.metric, v.alpha, v.estimate, v.sensitivity) == ("exceeds_baselines", "k", 0.05, 0.5, None)
     low, one = _alone(f, "low"), _alone(f, "one_above")
     assert (low.p_value, one.p_value) == (pytest.approx(0.005), pytest.approx(0.01))
+    assert low.threshold != one.threshold and low.effect != one.effect  # the first baseline gives the headline
+    assert (v.threshold, v.effect, v.n) == (low.threshold, low.effect, 199)
     assert v.reason == f"vs low: SUPPORTED — {low.reason}; vs one_above: SUPPORTED — {one.reason}"
 
 
