@@ -48,7 +48,7 @@ def test_the_first_rule_decides_and_the_second_is_written_beside_it():
     decide, other = _alone(f, _peak("a")), _alone(f, _peak("b"))
     v = evaluate(f, "beside", {"of": [_peak("a"), _peak("b")]})
     assert v.outcome is decide.outcome is Outcome.SUPPORTED and other.outcome is Outcome.REFUTED
-    assert (v.rule, v.metric, v.estimate, v.threshold) == (decide.rule, "a", 0.08, "max ≤ 0.1")
+    assert (v.rule, v.metric, v.estimate, v.threshold, v.alpha) == (decide.rule, "a", 0.08, "max ≤ 0.1", 0.05)
     assert v.reason == f"decides: {decide.reason}; beside — b: 0.3 vs max ≤ 0.1, alone it would be REFUTED"
 
 
