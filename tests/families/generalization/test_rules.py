@@ -76,7 +76,8 @@ def test_floor_edges_min_n_alpha_and_an_interval_ending_on_the_bound():
     assert accuracy_floor(_frame(10, 10), min=0.5).outcome is Outcome.SUPPORTED  # n = min_n is enough
     few = accuracy_floor(_frame(9, 9), min=0.5)
     assert few.outcome is Outcome.INCONCLUSIVE and few.reason == "only 9 items (< 10)"
-    assert (few.rule, few.n, few.threshold, few.estimate) == ("accuracy_floor", 9, "> 0.5", 1.0)
+    assert (few.rule, few.metric, few.n, few.threshold, few.estimate, few.alpha) == (
+        "accuracy_floor", "correct[all]", 9, "> 0.5", 1.0, 0.05)
     assert accuracy_floor(_frame(5, 5), min=0.5, min_n=5).outcome is Outcome.SUPPORTED
     p = accuracy_floor(_frame(3, 20), min=0.1).p_value
     at = accuracy_floor(_frame(3, 20), min=0.1, alpha=p)  # p equal to α is not below it
