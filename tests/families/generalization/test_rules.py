@@ -140,3 +140,11 @@ def test_the_sentences_name_the_metric_the_bound_and_the_test():
                                      "α = 0.05; Clopper–Pearson interval)")
     assert ceiling({"max": 0.1, "metric": "x", "where": {"stage": "sft"}}).startswith(
         "the share of `x` items where stage = sft is < 0.1")
+
+
+def test_an_estimate_on_the_bound_is_never_supported():
+    """10 of 20 against 0.5: p = P(X ≥ 10 | 20, ½) = 0.588, below α = 0.6, yet the share is not above the floor
+    (the README's policy: an estimate exactly on the bound is not on the claimed side)."""
+    v = accuracy_floor(_frame(10, 20), min=0.5, alpha=0.6)
+    assert v.p_value == pytest.approx(0.5881, abs=1e-4) and v.p_value < 0.6
+    assert v.outcome is Outcome.INCONCLUSIVE and v.effect == 0.0
