@@ -148,3 +148,12 @@ def test_an_estimate_on_the_bound_is_never_supported():
     v = accuracy_floor(_frame(10, 20), min=0.5, alpha=0.6)
     assert v.p_value == pytest.approx(0.5881, abs=1e-4) and v.p_value < 0.6
     assert v.outcome is Outcome.INCONCLUSIVE and v.effect == 0.0
+
+
+def test_the_ceiling_decides_from_ten_items_and_a_short_sample_keeps_its_alpha():
+    from bench.families.generalization.rules import accuracy_ceiling
+
+    ten = accuracy_ceiling(_frame(0, 10).assign(metric="format_ok"), max=0.5)  # p = ½¹⁰, n = min_n is enough
+    assert ten.outcome is Outcome.SUPPORTED and ten.p_value == pytest.approx(0.5 ** 10)
+    few = accuracy_ceiling(_frame(0, 9).assign(metric="format_ok"), max=0.5, alpha=0.01)
+    assert few.outcome is Outcome.INCONCLUSIVE and few.alpha == 0.01 and few.reason == "only 9 items (< 10)"
