@@ -117,3 +117,13 @@ def test_bad_input_is_refused_with_its_reason():
     for effects, ses in (([1.0, float("nan")], [0.1, 0.1]), ([1.0, 2.0], [0.1, float("inf")]), ([1.0, 2.0], [0.1, 0.0])):
         with pytest.raises(ValueError, match=r"^every effect needs a finite estimate and a positive standard error$"):
             pool(effects, ses)
+
+
+def test_equal_effects_and_a_q_of_exactly_k_minus_1():
+    """Three equal effects: Q = 0, so I² = 0 (not 0/0).  Effects 0, 1, 2 with SE 1: Q = Σ (y − 1)² = 2 = k − 1,
+    the Paule–Mandel root is τ² = 0 at once (no looser tolerance tried, no error) and the model is the fixed one."""
+    same = pool([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
+    assert same.q == 0.0 and same.i2 == 0.0 and same.tau2 == 0.0 and same.estimate == pytest.approx(1.0)
+    edge = pool([0.0, 1.0, 2.0], [1.0, 1.0, 1.0], method="pm")
+    assert edge.q == pytest.approx(2.0) and edge.tau2 == 0.0 and edge.i2 == 0.0
+    assert edge.estimate == pytest.approx(1.0) and edge.se == pytest.approx(math.sqrt(1 / 3))
