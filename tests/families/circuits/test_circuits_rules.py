@@ -14,7 +14,7 @@ OBS = {"kind": "observed", "metric": "k"}
 
 
 def _frame(flag: float | None = None) -> pd.DataFrame:
-    """The observed value 0.5 (first row) and four baselines of 199 draws each, whose rank p-values against 0.5
+    """The observed value 0.5 (first row) and three baselines of 199 draws each, whose rank p-values against 0.5
     are (1 + #{draw ≥ 0.5}) / 200:
 
     * ``low``: every draw below 0.5 → p = 1/200 = 0.005, q0.99 < 0.5;
