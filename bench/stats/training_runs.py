@@ -68,7 +68,8 @@ def decide(frame: pd.DataFrame, column: str, evaluate_one: Callable[[pd.DataFram
         outcome, why = Outcome.INCONCLUSIVE, (f"one training run cannot show what the run's luck contributes "
                                               f"({MIN_RUNS} needed): {each}")
     elif all(o is Outcome.SUPPORTED for o in outcomes):
-        outcome, why = Outcome.SUPPORTED, f"holds in every one of {units} (largest p {p:.3g}): {each}"
+        largest = f" (largest p {p:.3g})" if p is not None else ""  # an exact rule (no sampling) has no p
+        outcome, why = Outcome.SUPPORTED, f"holds in every one of {units}{largest}: {each}"
     elif all(o is Outcome.REFUTED for o in outcomes):
         outcome, why = Outcome.REFUTED, f"fails in every one of {units}: {each}"
         sens = "; ".join(f"{lab}: {v.sensitivity}" for lab, v in zip(labels, verdicts) if v.sensitivity) or None

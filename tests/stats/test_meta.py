@@ -88,3 +88,42 @@ def test_paule_mandel_with_very_precise_effects_finds_the_root():
     mu = (w * y).sum() / w.sum()
     assert (w * (y - mu) ** 2).sum() == pytest.approx(2.0, abs=1e-6)  # the estimating equation holds
     assert p.estimate == pytest.approx(mu, abs=1e-9)
+
+
+def test_the_level_sets_both_intervals_and_the_record_names_itself():
+    """Effects 0, 1, 2 with SE 0.5 (worked above) at 90%: 1 ± t(0.95, 2) · sqrt(1/3) and
+    1 ± t(0.95, 1) · sqrt(0.75 + 1/3), with t(0.95, 2) = 2.919986 and t(0.95, 1) = 6.313752."""
+    p = pool([0.0, 1.0, 2.0], [0.5, 0.5, 0.5], method="pm", confidence=0.9)
+    assert (p.ci_low, p.ci_high) == pytest.approx((1 - 2.919986 * 0.577350, 1 + 2.919986 * 0.577350), abs=1e-5)
+    assert (p.pi_low, p.pi_high) == pytest.approx((1 - 6.313752 * 1.040833, 1 + 6.313752 * 1.040833), abs=1e-4)
+    assert (p.k, p.method, p.confidence, p.fixed_estimate) == (3, "pm", 0.9, pytest.approx(1.0))
+    d = p.to_json()
+    assert d["k"] == 3 and d["method"] == "pm" and d["tau2"] == pytest.approx(0.75, abs=1e-6)
+    assert set(d) == {"k", "method", "estimate", "se", "ci_low", "ci_high", "tau2", "q", "i2", "pi_low", "pi_high",
+                      "fixed_estimate", "confidence"}
+
+
+def test_paule_mandel_with_homogeneous_effects_is_the_fixed_effect_model():
+    p = pool([1.0, 1.1, 0.9], [0.5, 0.5, 0.5], method="pm")
+    assert p.tau2 == 0.0 and p.estimate == pytest.approx(1.0) and p.se == pytest.approx(0.5 / math.sqrt(3))
+    assert (p.ci_low, p.ci_high) == pytest.approx((1 - 1.242069, 1 + 1.242069), abs=1e-5)
+
+
+def test_bad_input_is_refused_with_its_reason():
+    with pytest.raises(ValueError, match=r"^pooling needs at least two effects$"):
+        pool([1.0], [0.1])
+    with pytest.raises(ValueError, match=r"^unknown method 'reml' \(use pm, dl\)$"):
+        pool([1.0, 2.0], [0.1, 0.1], method="reml")
+    for effects, ses in (([1.0, float("nan")], [0.1, 0.1]), ([1.0, 2.0], [0.1, float("inf")]), ([1.0, 2.0], [0.1, 0.0])):
+        with pytest.raises(ValueError, match=r"^every effect needs a finite estimate and a positive standard error$"):
+            pool(effects, ses)
+
+
+def test_equal_effects_and_a_q_of_exactly_k_minus_1():
+    """Three equal effects: Q = 0, so I² = 0 (not 0/0).  Effects 0, 1, 2 with SE 1: Q = Σ (y − 1)² = 2 = k − 1,
+    the Paule–Mandel root is τ² = 0 at once (no looser tolerance tried, no error) and the model is the fixed one."""
+    same = pool([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
+    assert same.q == 0.0 and same.i2 == 0.0 and same.tau2 == 0.0 and same.estimate == pytest.approx(1.0)
+    edge = pool([0.0, 1.0, 2.0], [1.0, 1.0, 1.0], method="pm")
+    assert edge.q == pytest.approx(2.0) and edge.tau2 == 0.0 and edge.i2 == 0.0
+    assert edge.estimate == pytest.approx(1.0) and edge.se == pytest.approx(math.sqrt(1 / 3))

@@ -1,0 +1,117 @@
+"""crossfit_summary (bench.stats.heldout) on hand-built sums whose per-layer scores are known: 1 − Σ resid / Σ total
+per layer, reduced over the layers kept; the unit of the bootstrap is the text (its rows summed), and the rule
+refuses to decide on too few texts or too few tokens per hidden dimension."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.stats import Outcome, evaluate
+
+SHARE = (0.2, 0.5, 0.3, 0.9)  # resid / total per layer: scores 0.8, 0.5, 0.7, 0.1
+
+
+def _frame(n: int = 12, tokens: float = 1e6, hidden: float = 8, split_rows: bool = False,
+           extra: tuple = ()) -> pd.DataFrame:
+    """Texts 0..n−1 with total t = 1 + s/10 on every layer and resid = SHARE[layer] · t plus a text effect that
+    sums to 0 over the texts (so the per-layer score is exactly 1 − SHARE[layer]); `split_rows` writes each text's
+    sums as two rows (a third and two thirds) that the rule must add up."""
+    rows = []
+    wobble = np.tile([0.02, -0.02], n // 2 + 1)[:n]
+    for s in range(n):
+        t = 1 + s / 10
+        for layer, share in enumerate(SHARE):
+            r = share * t + wobble[s]
+            for part in ((1 / 3, 2 / 3) if split_rows else (1.0,)):
+                rows += [(s, layer, "resid", r * part), (s, layer, "total", t * part)]
+    rows += [(None, None, "n_tokens", tokens), (None, None, "hidden_size", hidden)]
+    rows += list(extra)
+    return pd.DataFrame(rows, columns=["sample", "layer", "metric", "value"])
+
+
+P = {"resid": "resid", "total": "total"}
+
+
+@pytest.mark.parametrize(("reduce", "est"), [("median", 0.6), ("min", 0.1), ("max", 0.8), ("mean", 0.525)])
+def test_the_estimate_is_the_reduced_per_layer_score(reduce, est):
+    v = evaluate(_frame(), "crossfit_summary", {**P, "reduce": reduce, "min": 0.05})
+    assert v.estimate == pytest.approx(est, abs=1e-12)
+    assert (v.rule, v.metric, v.n) == ("crossfit_summary", f"{reduce} cross-fitted score", 12)
+    assert v.threshold == f"{reduce} ≥ 0.05"
+
+
+def test_skips_drop_the_first_and_last_layers():
+    v = evaluate(_frame(), "crossfit_summary", {**P, "reduce": "min", "min": 0.05, "skip_first": 1, "skip_last": 1})
+    assert v.estimate == pytest.approx(0.5)  # layers 1 and 2: scores 0.5, 0.7
+    assert v.reason.endswith("; over 2 layers; N = 1000000 tokens = 125000.0 per hidden dimension")
+    with pytest.raises(ValueError, match="leave none"):
+        evaluate(_frame(), "crossfit_summary", {**P, "min": 0.1, "skip_first": 2, "skip_last": 2})
+
+
+def test_a_texts_rows_are_summed_so_the_text_is_the_unit():
+    """Each text's sums split over two rows: the same estimate, interval and p (the bootstrap draws texts)."""
+    whole = evaluate(_frame(), "crossfit_summary", {**P, "min": 0.4})
+    split = evaluate(_frame(split_rows=True), "crossfit_summary", {**P, "min": 0.4})
+    assert split.n == whole.n == 12
+    assert (split.estimate, split.ci_low, split.ci_high, split.p_value) == pytest.approx(
+        (whole.estimate, whole.ci_low, whole.ci_high, whole.p_value))
+
+
+def test_supported_and_refuted_against_the_bound():
+    up = evaluate(_frame(), "crossfit_summary", {**P, "min": 0.4})  # median 0.6
+    assert up.outcome is Outcome.SUPPORTED and up.ci_low <= 0.6 <= up.ci_high and up.p_value < 0.05
+    assert up.effect == pytest.approx(0.2) and up.effect_name == "margin" and up.alpha == 0.05
+    down = evaluate(_frame(), "crossfit_summary", {**P, "max": 0.4})
+    assert down.outcome is Outcome.REFUTED and down.ci_low > 0.4 and down.threshold == "median ≤ 0.4"
+
+
+def test_too_few_texts_or_tokens_decide_nothing():
+    few = evaluate(_frame(n=8), "crossfit_summary", {**P, "min": 0.4})
+    assert few.outcome is Outcome.INCONCLUSIVE and few.reason == "only 8 samples (< 10) and 4 layers"
+    assert few.estimate == pytest.approx(0.6) and few.n == 8
+    assert evaluate(_frame(n=8), "crossfit_summary", {**P, "min": 0.4, "min_n": 8}).outcome is Outcome.SUPPORTED
+    thin = evaluate(_frame(tokens=100, hidden=8), "crossfit_summary", {**P, "min": 0.4})  # 12.5 < 20 per dimension
+    assert thin.outcome is Outcome.INCONCLUSIVE
+    assert thin.reason == ("N = 100 tokens = 12.5 per hidden dimension (< 20): too few tokens for a d × d map; "
+                           "cross-fitted 0.6; N = 100 tokens = 12.5 per hidden dimension")
+    enough = evaluate(_frame(tokens=160, hidden=8), "crossfit_summary", {**P, "min": 0.4})  # exactly 20
+    assert enough.outcome is Outcome.SUPPORTED
+    loose = evaluate(_frame(tokens=100, hidden=8), "crossfit_summary", {**P, "min": 0.4, "min_tokens_per_dim": 10})
+    assert loose.outcome is Outcome.SUPPORTED
+
+
+def test_without_token_counts_the_size_is_not_named_and_not_checked():
+    f = _frame()
+    f = f[~f["metric"].isin(["n_tokens", "hidden_size"])]
+    v = evaluate(f, "crossfit_summary", {**P, "min": 0.4})
+    assert v.outcome is Outcome.SUPPORTED and v.reason.endswith("; over 4 layers; ")
+
+
+def test_reported_metrics_are_reduced_the_same_way_beside_the_score():
+    extra = tuple((s, layer, "in_sample", 0.9 - 0.1 * layer) for s in range(2) for layer in range(4))
+    extra += tuple((s, layer, "adjusted", 0.3 + 0.1 * s) for s in range(2) for layer in range(4))
+    v = evaluate(_frame(extra=extra), "crossfit_summary",
+                 {**P, "min": 0.4, "report": ["in_sample", "absent", "adjusted"], "skip_first": 1})
+    assert v.estimate == pytest.approx(0.5)  # layers 1–3: scores 0.5, 0.7, 0.1
+    assert v.reason.endswith("; over 3 layers; in_sample median 0.7, adjusted median 0.35; N = 1000000 tokens = "
+                             "125000.0 per hidden dimension")
+
+
+def test_missing_metrics_and_where():
+    f = _frame()
+    v = evaluate(f[f["metric"] != "total"], "crossfit_summary", {**P, "min": 0.4})
+    assert v.outcome is Outcome.INCONCLUSIVE and v.reason == "the frame has no rows for {'metric': 'total'}"
+    assert evaluate(f[f["metric"] != "resid"], "crossfit_summary", {**P, "min": 0.4}).reason == (
+        "the frame has no rows for {'metric': 'resid'}")
+    f2 = pd.concat([f.assign(kind="a"), f.assign(kind="b", value=f["value"] * 0 + 1.0)], ignore_index=True)
+    v = evaluate(f2, "crossfit_summary", {**P, "min": 0.4, "where": {"kind": "a"}})
+    assert v.estimate == pytest.approx(0.6)
+
+
+def test_texts_missing_a_layer_are_left_out():
+    f = _frame(n=13)
+    f = f[~((f["sample"] == 12) & (f["layer"] == 2))]  # text 12 lacks layer 2
+    v = evaluate(f, "crossfit_summary", {**P, "min": 0.4})
+    assert v.n == 12 and v.estimate == pytest.approx(0.6)
