@@ -55,8 +55,11 @@ def run_family(family: str, model: str, cap_s: float, cache: Path, runs: Path) -
     # Its own process group: at the cap the whole group is stopped (GNU time and bench under it), not only the
     # first process (stopping GNU time alone left bench running, orphaned, past the cap).  SIGINT first, so bench
     # writes its record as "interrupted" with the cells it finished; SIGKILL if it has not ended a minute later.
+    # A shell starts background jobs with SIGINT ignored, and Python keeps an inherited "ignore": the child gets
+    # the default back, so the interrupt at the cap reaches bench as KeyboardInterrupt.
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         status = proc.wait(timeout=cap_s)
     except subprocess.TimeoutExpired:
