@@ -88,18 +88,23 @@ def aligned(languages: tuple[str, ...]) -> parallel.Parallel:
     return parallel.Parallel(tuple(languages), tuple(tuple(u) for u in units))
 
 
+def _languages(variant: str) -> tuple[str, ...]:
+    """The language codes of a variant ('en,de,vi'), blanks dropped."""
+    return tuple(x.strip() for x in variant.split(",") if x.strip())
+
+
 def _fingerprint(variant: str) -> str:
-    langs = [x.strip() for x in variant.split(",") if x.strip()]
+    langs = _languages(variant)
     return f"v{VERSION}:{','.join(langs)}:{parallel.digest_files([_file(l) for l in langs])}"
 
 
 def _hashed(variant: str) -> int:
-    return sum(_file(x.strip()).stat().st_size for x in variant.split(",") if x.strip())
+    return sum(_file(lang).stat().st_size for lang in _languages(variant))
 
 
 @source_def("udhr", version=VERSION, fingerprint=_fingerprint, hashed=_hashed)
 def udhr_texts(variant: str) -> list[str]:
-    langs = tuple(x.strip() for x in variant.split(",") if x.strip())
+    langs = _languages(variant)
     if not langs:
         raise SpecError("udhr corpus needs languages, e.g. 'udhr:en,de,vi'", key="data.corpus")
     if len(langs) == 1:
