@@ -110,10 +110,25 @@ def subset_languages(par: Parallel, languages: list[str] | tuple[str, ...]) -> P
     return Parallel(tuple(languages), tuple(tuple(u[i] for i in idx) for u in par.texts))
 
 
+_FILE_DIGESTS: dict[tuple[str, int, int], bytes] = {}
+
+
 def digest_files(paths) -> str:
-    """sha256 over the names and contents of files (the identity of a corpus built from them)."""
+    """sha256 over the names and contents of files (the identity of a corpus built from them).  Each file is
+    read and hashed once per process: its digest is kept under its path, size and modification time, so a
+    changed file is read again and an unchanged one is only looked up (a cell fingerprints its corpus for every
+    shared result it looks up)."""
     h = hashlib.sha256()
     for p in sorted(paths, key=str):
         h.update(str(p).encode())
-        h.update(hashlib.sha256(p.read_bytes()).digest())
+        h.update(file_digest(p))
     return h.hexdigest()[:16]
+
+
+def file_digest(path) -> bytes:
+    """sha256 of one file's bytes, read at most once per process while the file is unchanged."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_DIGESTS:
+        _FILE_DIGESTS[key] = hashlib.sha256(path.read_bytes()).digest()
+    return _FILE_DIGESTS[key]

@@ -242,25 +242,25 @@ def test_readout_decoders_train_without_calling_the_model(tiny):
     ("layer_distribution", {"methods": ["lape", "pv"], "split_halves": 0}),
     ("deactivation", {"full": ["lape"], "diagonal": ["rs"]}),
 ])
-def test_language_neuron_probes_count_every_corpus_fingerprint(tiny, monkeypatch, name, params):
-    """Every split of the corpus and every shared-result lookup fingerprints the corpus, reading and hashing its
-    files; the bytes hashed, counted by wrapping the hashing, equal the cost model's (a cell whose statistics
-    are cached still does all of this)."""
+def test_language_neuron_probes_count_the_corpus_files_they_hash(tiny, monkeypatch, name, params):
+    """A cell fingerprints its corpus for every split and shared-result lookup, but each file is read and hashed
+    once per process; the bytes hashed from a fresh process state, counted where a file's digest is stored,
+    equal the cost model's."""
     from bench.corpora import parallel
 
     hashed = []
-    real = parallel.digest_files
 
-    def digest(paths):
-        paths = list(paths)
-        hashed.append(sum(p.stat().st_size for p in paths))
-        return real(paths)
+    class Counting(dict):
+        def __setitem__(self, key, value):
+            hashed.append(key[1])  # (path, size, mtime): a file read and hashed
+            super().__setitem__(key, value)
 
-    monkeypatch.setattr(parallel, "digest_files", digest)
+    monkeypatch.setattr(parallel, "_FILE_DIGESTS", Counting())
     params = {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "selection_tokens": 64, "doc_tokens": 16, **params}
     info = registry.probe(name)
     planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
     predicted = gc.cost_of(info, planned, params).total()
+    parallel._FILE_DIGESTS.clear()
     hashed.clear()
     info.call(tiny.ctx, **params)
     assert predicted.hashed == sum(hashed) > 0

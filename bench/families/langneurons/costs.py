@@ -2,8 +2,9 @@
 same parallel corpus as the probes and batch its token counts with the probes' own batching
 (:func:`.text.documents`, :func:`.text.batches`); shared statistics and bits are parts with the keys the
 probes memoise them under, so a plan counts them once per model.  Every lookup of a shared result (its key holds
-the corpus fingerprint, :meth:`.shared.Setup.data_parts`) and every split of the corpus hashes the corpus's files
-again: a cell whose statistics are cached still pays for those (:func:`_lookups`)."""
+the corpus fingerprint, :meth:`.shared.Setup.data_parts`) and every split of the corpus fingerprints the corpus,
+but its files are read and hashed once per process (:func:`bench.corpora.parallel.digest_files`): one shared
+part per corpus (:func:`_fingerprint`)."""
 
 from __future__ import annotations
 
@@ -48,16 +49,10 @@ def _pv(m: Planned, setup: shared.Setup, sp, lang: str) -> tuple[str, Work]:
     return f"pv|{lang}|{setup}", _batched(docs, 256, head="all", backward=True) + Work(trainable=0)
 
 
-def _lookups(setup: shared.Setup, n: int) -> tuple[None, Work]:
-    """`n` fingerprints of the corpus, each reading and hashing its files: one per split of the corpus
-    (:func:`.shared.split`) and one per language of every shared-result lookup."""
-    return None, Work(hashed=n * corpora.fingerprint_bytes(setup.corpus))
-
-
-def _selection_lookups(methods, k: int) -> int:
-    """Lookups of :func:`.shared.selections` for `methods` over `k` languages: the statistics of each language,
-    and its PV gradients when PV is among the sets."""
-    return k * (2 if "pv" in methods else 1)
+def _fingerprint(setup: shared.Setup) -> tuple[str, Work]:
+    """The corpus's files read and hashed for its fingerprint: once per process, so one part per corpus (a plan
+    of several models counts it once per model, a fraction of a second over)."""
+    return f"fingerprint|{setup.corpus}", Work(hashed=corpora.fingerprint_bytes(setup.corpus))
 
 
 def _selection(m: Planned, setup: shared.Setup, sp, methods) -> list[tuple[str, Work]]:
@@ -80,18 +75,14 @@ def _bits(m: Planned, setup: shared.Setup, sp, langs: list[str], label: str,
 @cost_def("activation_stats")
 def activation_stats_cost(m: Planned, p: StatsParams) -> Cost:
     sp = shared.split(p.selection, m.seed)
-    k = len(sp.selection.languages)
-    n = 1 + k + _selection_lookups(p.methods, k) + (k if p.split_halves else 0)
-    return Cost((*_selection(m, p.selection, sp, p.methods), _lookups(p.selection, n)),
+    return Cost((*_selection(m, p.selection, sp, p.methods), _fingerprint(p.selection)),
                 units=p.split_halves or None, unit="split-half replicates")
 
 
 @cost_def("layer_distribution")
 def layer_distribution_cost(m: Planned, p: LayerParams) -> Cost:
     sp = shared.split(p.selection, m.seed)
-    k = len(sp.selection.languages)
-    n = 1 + _selection_lookups(p.methods, k) + (k if p.split_halves else 0)
-    return Cost((*_selection(m, p.selection, sp, p.methods), _lookups(p.selection, n)),
+    return Cost((*_selection(m, p.selection, sp, p.methods), _fingerprint(p.selection)),
                 units=p.split_halves or None, unit="split-half replicates")
 
 
@@ -103,14 +94,12 @@ def deactivation_cost(m: Planned, p: DeactivationParams) -> Cost:
     methods = list(dict.fromkeys([*p.full, *p.diagonal]))
     parts = _selection(m, setup, sp, methods + ([p.sized_like] if p.sized_like else []))
     parts += _bits(m, setup, sp, langs, "none", p.micro_tokens)
-    lookups = 1 + _selection_lookups(methods, len(langs)) + len(langs)
     for meth in methods:
         sized = p.sized_like if meth in ("lap", "lave", "pv") else ""  # only these follow another set's sizes
         for x in langs:
             ys = langs if meth in p.full else [x]
             parts += _bits(m, setup, sp, ys, f"{meth}|{x}|{p.band}|{sized}", p.micro_tokens)
-            lookups += len(ys)
-    parts.append(_lookups(setup, lookups))
+    parts.append(_fingerprint(setup))
     return Cost(tuple(parts), units=len(sp.evaluation.texts), unit="evaluation texts", notes=(WORST,))
 
 
@@ -126,8 +115,7 @@ def steering_cost(m: Planned, p: SteerParams) -> Cost:
     W = max((len(r) for r in rows), default=1)
     one = mc._steps(len(rows), W, [p.max_new_tokens] * len(rows), 0) if rows else Work()
     parts = _selection(m, setup, sp, [p.method]) + [(None, one.times(1 + len(targets))),
-                                                     _lookups(setup, 1 + _selection_lookups([p.method], len(langs))
-                                                              + len(langs))]
+                                                     _fingerprint(setup)]
     return Cost(tuple(parts), units=len(prompts), unit="prompts",
                 notes=("every generation counted at its whole token budget", WORST))
 
@@ -140,4 +128,4 @@ def similarity_cost(m: Planned, p: SimilarityParams) -> Cost:
     n = min(p.n_texts, len(sp.evaluation.texts))
     w = sum((_batched([tx.encode(m.tokenizer, t) for t in sp.evaluation.side(lang)[:n]], p.micro_tokens)
              for lang in sp.evaluation.languages), Work())
-    return Cost(((None, w), _lookups(setup, 1)), units=n, unit="parallel texts")
+    return Cost(((None, w), _fingerprint(setup)), units=n, unit="parallel texts")
