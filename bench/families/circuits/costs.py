@@ -99,17 +99,18 @@ def norm_folding_cost(m: Planned, *, corpus: str, n_texts: int, max_tokens: int)
 
 
 WORD = re.compile(r"""[\w'"]+|[^\s\w'"]+""")
-_WORDS: dict[str, tuple[list[str], int]] = {}  # corpus → (its texts, the words joined into them), once a process
+_WORDS: dict[str, tuple[tuple[int, ...], int]] = {}  # corpus → (its texts' lengths, its words), once a process
 
 
-def corpus_words(corpus: str) -> tuple[list[str], int]:
-    """The texts `corpus` loads and the words its loader joins into running text to make them (every text it
-    returns, not only those a probe keeps: the loader builds them all).  A word is a run of letters, digits,
+def corpus_words(corpus: str) -> tuple[tuple[int, ...], int]:
+    """The characters of each text `corpus` loads and the words its loader joins into running text to make them
+    (every text it returns, not only those a probe keeps: the loader builds them all); the counts alone are kept,
+    not the texts.  A word is a run of letters, digits,
     apostrophes and quotes, or a run of other marks: punctuation is a word of its own, as the corpora's word lists
     have it (the Brown corpus: 1,161,034 counted so against the 1,158,967 its loader joins)."""
     if corpus not in _WORDS:
         texts = corpora.load(corpus)
-        _WORDS[corpus] = (texts, sum(len(WORD.findall(t)) for t in texts))
+        _WORDS[corpus] = (tuple(len(t) for t in texts), sum(len(WORD.findall(t)) for t in texts))
     return _WORDS[corpus]
 
 
@@ -119,7 +120,7 @@ def direct_path_cost(m: Planned, *, corpus: str, n_texts: int, n_first: int, top
     corpus is built (its loader joins every word of it into running text) and the first `n_texts` texts run
     through the tokenizer (their characters); the bigram count itself is numpy work on the ids, not counted."""
     n = min(n_first, m.shape.vocab)
-    texts, words = corpus_words(corpus)
-    chars = sum(len(t) for t in texts[:n_texts])
+    lengths, words = corpus_words(corpus)
+    chars = sum(lengths[:n_texts])
     return Cost(((None, Work(head=n, logit_rows=n, chars=chars, words=words)),), units=n, unit="first tokens",
                 notes=("at most n_first first tokens (fewer when fewer have top_k distinct followers)",))
