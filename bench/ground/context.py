@@ -44,7 +44,17 @@ class ProbeContext:
         return np.random.default_rng([self.seed, stream])
 
     def memo(self, parts: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-        """A sub-result cached by `parts` (which must name everything it depends on)."""
+        """A sub-result cached by `parts` (which must name everything else it depends on).  The run's device
+        type and the model's dtype are added to the key here, so a sub-result computed in float32 on the CPU is
+        never replayed into a bfloat16 or a CUDA run (a record must describe the run that happened)."""
         if self.cache is None:
             return compute()
-        return self.cache.memo(parts, compute)
+        return self.cache.memo({**parts, "where": self.where()}, compute)
+
+    def where(self) -> dict[str, str]:
+        """The device type and dtype this context's numbers are computed in: the model's own tensors when there
+        is a model, else the run's settings."""
+        m = self.model
+        if m is not None and getattr(m, "dtype", None) is not None:
+            return {"device": torch.device(m.device).type, "dtype": str(m.dtype).removeprefix("torch.")}
+        return {"device": torch.device(self.device).type, "dtype": self.dtype}

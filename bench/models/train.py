@@ -37,6 +37,7 @@ from bench.ground.store import cache_root, key_of, sha256_bytes
 from bench.models.adapters import (  # noqa: F401 (the engine's names for its adapters)
     Targets, TrainError, full_copy, lora_adapters, lora_targets, recipe_adapters, target_modules)
 from bench.models.logits import logit_cap, softcap
+from bench.models.precision import LOW_PRECISION, MasterAdamW
 
 ENGINE_VERSION = 2  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)
 @dataclass(frozen=True)
@@ -96,9 +97,13 @@ def data_hash(examples: Sequence[Example]) -> str:
     return sha256_bytes(json.dumps([[e.prompt, e.answer] for e in examples], ensure_ascii=False).encode())
 
 
-def train_key(fingerprint: str, examples: Sequence[Example], recipe: Recipe) -> str:
+def train_key(fingerprint: str, examples: Sequence[Example], recipe: Recipe, *, device: str = "cpu",
+              dtype: str = "float32") -> str:
+    """The cache key of a training run: the base weights, the examples, the recipe, where it ran (device type)
+    and in which dtype (a bfloat16 run trains differently from a float32 one and must not reuse its result)."""
     return key_of({"engine": ENGINE_VERSION, "model": fingerprint, "data": data_hash(examples),
-                   "recipe": recipe.params(), "torch": ".".join(torch.__version__.split(".")[:2])})
+                   "recipe": recipe.params(), "torch": ".".join(torch.__version__.split(".")[:2]),
+                   "device": device, "dtype": dtype})
 
 
 # ── batches and the loss ────────────────────────────────────────────────────────────────────────────────────
@@ -184,10 +189,12 @@ def _trainable(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
 
 def optimizer(model: nn.Module, recipe: Recipe, steps: int):
     """The optimizer of every training run and its learning-rate schedule over `steps`: AdamW (the fused kernel
-    where every trainable parameter allows it) on the parameters of `model` that require grad."""
+    where every trainable parameter allows it) on the parameters of `model` that require grad; with float32
+    master weights (:class:`MasterAdamW`) where a trainable parameter is bfloat16 or float16."""
     params = [p for _, p in _trainable(model)]
     fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params) or None
-    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, fused=fused)
+    kind = MasterAdamW if any(p.dtype in LOW_PRECISION for p in params) else torch.optim.AdamW
+    opt = kind(params, lr=recipe.lr, weight_decay=recipe.weight_decay, fused=fused)
     decay = (lambda s: 1.0 - s / steps) if recipe.schedule == "linear" else (lambda s: 1.0)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, decay)
 
@@ -266,7 +273,9 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
     LoRA adapters are injected into `base` for the duration of the ``with`` block and removed afterwards (the
     base weights are never changed); full fine-tuning works on a copy.  `train_hook` is for tests (called with
     the step count before training starts)."""
-    key = train_key(fingerprint, examples, recipe)
+    first = next(base.parameters())
+    key = train_key(fingerprint, examples, recipe, device=first.device.type,
+                    dtype=str(first.dtype).removeprefix("torch."))
     final = entry_dir(key, root)
     with contextlib.ExitStack() as stack:
         lora = recipe.method == "lora"  # the causal LM itself with adapters injected, or a full copy
