@@ -346,7 +346,7 @@ COMMON_RULE_PARAMS = {
     "smallest_effect_source": Param("smallest_effect_source", str, False, ""),
     "training_runs": Param("training_runs", str | None, False, None),  # the frame column naming training runs
 }
-COMMON_TABLE_KEYS = {"requires": ("metric", "min", "max", "why")}  # each precondition: a metric and its bounds
+COMMON_TABLE_KEYS = {"requires": ("metric", "min", "max", "why", "where")}  # a precondition: a metric, its bounds
 
 
 def rule_def(name: str, *, nested: str | None = None, table_keys: Mapping[str, tuple[str, ...]] | None = None,

@@ -5,8 +5,9 @@ the same measurement would have found the claimed effect had it been there.  So 
 with a *sensitivity*, carried on the verdict (``Verdict.sensitivity``, the ``sensitivity`` column of
 results.csv), from one of two sources:
 
-* **a declared precondition** — ``[[verdict.requires]]`` tables ``{metric, min, max, why}``: the mean of the
-  frame's rows of that metric lies within the bounds ("the training loss converged", "the task is solvable").
+* **a declared precondition** — ``[[verdict.requires]]`` tables ``{metric, min, max, why, where}``: the mean of
+  the frame's rows of that metric (those matching `where`, a table of column → value or list of values, when
+  given: ``where = { condition = "full_ft" }``) lies within the bounds ("the training loss converged", "the task is solvable").
   When one does not hold, or its metric was not measured, the outcome is INCONCLUSIVE, "could not have shown the
   effect: <why> (measured <value>)".  When all hold the sensitivity reads "precondition held: <why> (<value>)".
 * **power**, when the spec declares no precondition: the power of the rule's one-sided level-α test to tell the
@@ -56,9 +57,12 @@ def check_requires(requires: Any) -> list[dict[str, Any]]:
     out = []
     for i, r in enumerate(requires or []):
         r = dict(r)
-        unknown = set(r) - {"metric", "min", "max", "why"}
+        unknown = set(r) - {"metric", "min", "max", "why", "where"}
         if unknown or "metric" not in r or "why" not in r or ("min" not in r and "max" not in r):
-            raise ValueError(f"requires[{i}] needs metric, why and min and/or max (got {sorted(r)})")
+            raise ValueError(f"requires[{i}] needs metric, why and min and/or max, and may have where "
+                             f"(got {sorted(r)})")
+        if not isinstance(r.get("where", {}), Mapping):
+            raise ValueError(f"requires[{i}].where must be a table of column = value (got {r['where']!r})")
         out.append(r)
     return out
 
@@ -169,12 +173,19 @@ def judge(v: Verdict, bound: float, side: int, *, binary: bool = False, calibrat
 
 def _requirement(frame: pd.DataFrame, r: Mapping[str, Any]) -> tuple[bool, str]:
     rows = frame[frame["metric"] == r["metric"]] if "metric" in frame.columns else frame.iloc[0:0]
+    where = dict(r.get("where") or {})
+    for col, want in where.items():
+        if col not in frame.columns:
+            raise ValueError(f"requires: where names '{col}', which is not a column of the frame "
+                             f"({', '.join(map(str, frame.columns))})")
+        rows = rows[rows[col].isin(want if isinstance(want, (list, tuple)) else [want])]
+    at = "".join(f", {c} = {v}" for c, v in where.items())
     vals = pd.to_numeric(rows["value"], errors="coerce").dropna() if len(rows) else pd.Series(dtype=float)
     if vals.empty:
-        return False, f"{r['why']} (measured nothing: no '{r['metric']}' rows)"
+        return False, f"{r['why']} (measured nothing: no '{r['metric']}' rows{' where ' + at[2:] if at else ''})"
     val = float(vals.mean())
     ok = (r.get("min") is None or val >= float(r["min"])) and (r.get("max") is None or val <= float(r["max"]))
-    return ok, f"{r['why']} (measured {val:.4g})" if not ok else f"{r['why']} ({val:.4g})"
+    return ok, f"{r['why']} (measured {val:.4g}{at})" if not ok else f"{r['why']} ({val:.4g}{at})"
 
 
 def guard(frame: pd.DataFrame, v: Verdict, common: Mapping[str, Any]) -> Verdict:

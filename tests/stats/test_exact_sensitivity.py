@@ -239,3 +239,27 @@ def test_two_groups_all_ones_are_not_a_point_or_p_zero():
     v = evaluate(_groups([1.0] * 8, [1.0] * 8), "group_comparison", GROUPS)
     assert v.outcome is Outcome.INCONCLUSIVE and v.p_value == pytest.approx(1.0)
     assert v.ci_low < 0 < v.ci_high
+
+
+def test_a_precondition_can_name_the_rows_it_reads():
+    """`where` picks the rows a precondition averages: here the full fine-tune fitted 1 of 10 facts and the LoRA
+    run 9 of 10, so "the full fine-tune fitted its facts" fails (0.1) although the mean over both is 0.5."""
+    learned = units([0.0] * 7, "learned").assign(condition="full_ft")
+    fitted = pd.DataFrame({"metric": "fitted", "sample": list(range(20)), "value": [1.0] + [0.0] * 9 + [1.0] * 9 + [0.0],
+                           "condition": ["full_ft"] * 10 + ["lora"] * 10})
+    frame = pd.concat([learned, fitted], ignore_index=True)
+    req = [{"metric": "fitted", "min": 0.5, "why": "the full fine-tune fitted its facts",
+            "where": {"condition": "full_ft"}}]
+    v = evaluate(frame, "threshold", {"metric": "learned", "min": 0.5, "requires": req})
+    assert v.outcome is Outcome.INCONCLUSIVE
+    assert "the full fine-tune fitted its facts (measured 0.1, condition = full_ft)" in v.reason
+    both = [{**req[0], "where": {"condition": ["full_ft", "lora"]}}]
+    held = evaluate(frame, "threshold", {"metric": "learned", "min": 0.5, "requires": both})
+    assert held.outcome is Outcome.REFUTED
+    assert held.sensitivity == "precondition held: the full fine-tune fitted its facts (0.5, condition = ['full_ft', 'lora'])"
+    none = evaluate(frame, "threshold", {"metric": "learned", "min": 0.5,
+                                         "requires": [{**req[0], "where": {"condition": "uk_only"}}]})
+    assert none.outcome is Outcome.INCONCLUSIVE and "no 'fitted' rows where condition = uk_only" in none.reason
+    with pytest.raises(ValueError, match="'arm', which is not a column"):
+        evaluate(frame, "threshold", {"metric": "learned", "min": 0.5,
+                                      "requires": [{**req[0], "where": {"arm": "x"}}]})
