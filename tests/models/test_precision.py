@@ -5,7 +5,6 @@ is reused by a run in another."""
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 import torch
 
 from bench.ground.context import ProbeContext
@@ -13,7 +12,7 @@ from bench.ground.store import Cache
 from bench.models import train
 from bench.models.precision import MasterAdamW
 from bench.models.train import Recipe
-from tests.models.test_train import FACTS, Killed, tiny, tok  # noqa: F401 (tok: the module fixture)
+from tests.models.test_train import FACTS, tiny, tok, train_until_killed  # noqa: F401 (tok: the module fixture)
 
 
 def _steps(opt_kind, n=50, lr=1e-5):
@@ -49,14 +48,7 @@ def test_a_killed_bfloat16_run_resumes_to_the_same_weights(one_thread, tok, tmp_
     rec = Recipe(method="full", lr=1e-4, batch=4, steps=8, schedule="constant", seed=1, checkpoint_every=4)
     with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "clean") as t:
         clean = [p.detach().clone() for p in t.model.parameters()]
-
-    def die(fraction, message=""):
-        if fraction >= 6 / 8:
-            raise Killed()
-
-    with pytest.raises(Killed):
-        with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "k", progress=die):
-            pass
+    train_until_killed(base, tok, rec, tmp_path / "k", 6 / 8)
     with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "k") as t:
         assert all(torch.equal(p, q) for p, q in zip(t.model.parameters(), clean))
 

@@ -119,19 +119,25 @@ class Killed(Exception):
     pass
 
 
+def train_until_killed(base, tok, rec: Recipe, root, at: float) -> None:
+    """Start training `base` by `rec` under `root` and kill it (an exception from the progress callback) once
+    the fraction `at` of its steps is done."""
+    def die(fraction, message=""):
+        if fraction >= at:
+            raise Killed()
+
+    with pytest.raises(Killed):
+        with train.derived(base, tok, "fp", FACTS, rec, root=root, progress=die):
+            pass
+
+
 def test_killed_training_leaves_no_entry_and_resumes_identically(one_thread, tok, tmp_path):
     base = tiny(tok)
     rec = lora_recipe(steps=12, checkpoint_every=4, dropout=0.1)
     with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "clean") as t:
         clean = ({n: p.detach().clone() for n, p in t.model.named_parameters() if "lora_" in n}, t.losses)
 
-    def die(fraction, message=""):
-        if fraction >= 10 / 12:
-            raise Killed()
-
-    with pytest.raises(Killed):
-        with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path / "k", progress=die):
-            pass
+    train_until_killed(base, tok, rec, tmp_path / "k", 10 / 12)
     key = train.train_key("fp", FACTS, rec)
     entry = train.entry_dir(key, tmp_path / "k")
     assert not entry.exists() and not list(entry.parent.glob(f".{key}*"))
