@@ -46,10 +46,11 @@ class ProbeContext:
     def memo(self, parts: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         """A sub-result cached by `parts` (which must name everything else it depends on).  The run's device
         type and the model's dtype are added to the key here, so a sub-result computed in float32 on the CPU is
-        never replayed into a bfloat16 or a CUDA run (a record must describe the run that happened)."""
+        never replayed into a bfloat16 or a CUDA run (a record must describe the run that happened); so are the torch and
+        transformers versions, as in a cell's own key."""
         if self.cache is None:
             return compute()
-        return self.cache.memo({**parts, "where": self.where()}, compute)
+        return self.cache.memo({**parts, "where": self.where(), "libraries": libraries()}, compute)
 
     def where(self) -> dict[str, str]:
         """The device type and dtype this context's numbers are computed in: the model's own tensors when there
@@ -58,3 +59,12 @@ class ProbeContext:
         if m is not None and getattr(m, "dtype", None) is not None:
             return {"device": torch.device(m.device).type, "dtype": str(m.dtype).removeprefix("torch.")}
         return {"device": torch.device(self.device).type, "dtype": self.dtype}
+
+
+def libraries() -> dict[str, str]:
+    """The major.minor versions of torch and transformers: a cached result computed under others is not reused
+    (their kernels and defaults change numbers), the same rule as a cell's cache key."""
+    import transformers
+
+    return {"torch": ".".join(torch.__version__.split(".")[:2]),
+            "transformers": ".".join(transformers.__version__.split(".")[:2])}

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 import torch
 from torch import nn
 
+from bench.ground.context import libraries
 from bench.ground.store import cache_root, key_of, sha256_bytes
 from bench.models.adapters import (  # noqa: F401 (the engine's names for its adapters)
     Targets, TrainError, full_copy, lora_adapters, lora_targets, recipe_adapters, target_modules)
@@ -102,8 +103,7 @@ def train_key(fingerprint: str, examples: Sequence[Example], recipe: Recipe, *, 
     """The cache key of a training run: the base weights, the examples, the recipe, where it ran (device type)
     and in which dtype (a bfloat16 run trains differently from a float32 one and must not reuse its result)."""
     return key_of({"engine": ENGINE_VERSION, "model": fingerprint, "data": data_hash(examples),
-                   "recipe": recipe.params(), "torch": ".".join(torch.__version__.split(".")[:2]),
-                   "device": device, "dtype": dtype})
+                   "recipe": recipe.params(), **libraries(), "device": device, "dtype": dtype})
 
 
 # ── batches and the loss ────────────────────────────────────────────────────────────────────────────────────

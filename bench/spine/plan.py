@@ -89,8 +89,7 @@ def cache_parts(cell: Cell, model_fingerprint: str | None, device_type: str, dty
                 companion_fingerprints: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything that determines a cell's frame.  The verdict rule is not part of it: verdicts are recomputed.
     Companion models enter only when there are some, so the keys of every other cell stay as they were."""
-    import torch
-    import transformers
+    from bench.ground.context import libraries
 
     info = cell.probe
     params = cell.spec.probe_params()
@@ -104,6 +103,5 @@ def cache_parts(cell: Cell, model_fingerprint: str | None, device_type: str, dty
         "seed": cell.seed,
         "device": device_type,
         "dtype": dtype,
-        "torch": ".".join(torch.__version__.split(".")[:2]),
-        "transformers": ".".join(transformers.__version__.split(".")[:2]),
+        **libraries(),
     }

@@ -87,3 +87,19 @@ def test_a_memoised_sub_result_is_keyed_by_the_models_dtype_and_device(tmp_path)
     assert f32.where() == {"device": "cpu", "dtype": "float32"}
     bare = ProbeContext(model=None, seed=0, dtype="bfloat16")
     assert bare.where() == {"device": "cpu", "dtype": "bfloat16"}
+
+
+def test_a_memoised_sub_result_and_a_trained_model_are_keyed_by_the_library_versions(tmp_path, monkeypatch):
+    from bench.ground import context
+
+    cache, calls = Cache(tmp_path), []
+    ctx = ProbeContext(model=_Model(torch.float32), seed=0, cache=cache)
+    compute = lambda: calls.append(1) or pd.DataFrame({"value": [float(len(calls))]})  # noqa: E731
+    assert ctx.memo({"fn": "part"}, compute)["value"][0] == 1
+    rec = Recipe(method="full", steps=1)
+    before = train.train_key("fp", FACTS, rec)
+    other = {"torch": "9.9", "transformers": "9.9"}
+    monkeypatch.setattr(context, "libraries", lambda: other)
+    monkeypatch.setattr(train, "libraries", lambda: other)
+    assert ctx.memo({"fn": "part"}, compute)["value"][0] == 2
+    assert train.train_key("fp", FACTS, rec) != before
