@@ -116,7 +116,12 @@ def main() -> None:
             for shared in ("data", "gguf", "models"):  # weights and corpora are not what is measured
                 if (base / shared).exists():
                     (cache / shared).symlink_to(base / shared)
-            plan = planned(fam, a.model)
+            try:
+                plan = planned(fam, a.model)
+            except Exception as exc:  # noqa: BLE001 - one family's bad plan must not lose the others' rows
+                summary.append(f"- {fam}: not run, its plan failed: {exc}")
+                print(summary[-1], flush=True)
+                continue
             got = run_family(fam, a.model, a.cap_min * 60, cache, runs)
             measured = cells(runs)
         for claim, p in plan.items():
@@ -130,6 +135,8 @@ def main() -> None:
         peak = f"{got['peak_kib'] / 2**20:.2f} GiB" if got["peak_kib"] else "?"
         summary.append(f"- {fam}: wall {got['wall_s'] / 60:.1f} min, peak RSS {peak}, exit {got['status']}")
         print(summary[-1], flush=True)
+        if a.out:  # after every family: a later family's crash or a killed script keeps what ran
+            a.out.write_text("\n".join(lines + [""] + summary) + "\n")
     text = "\n".join(lines + [""] + summary) + "\n"
     print(text)
     if a.out:
