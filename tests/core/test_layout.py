@@ -307,3 +307,17 @@ def test_the_probe_test_check_catches_a_missing_kind_and_a_missing_test(tmp_path
         "demo: 'old' is listed but is not a probe of the family",
         "other: no tests/families/other/probe_tests.toml",
     ]
+
+
+def test_the_committed_claim_catalogue_is_what_the_specs_say(tmp_path):
+    """docs/CLAIMS.md is generated from specs/ (`make claims-doc`); a spec changed without regenerating it leaves
+    the catalogue describing a different decision rule."""
+    from click.testing import CliRunner
+
+    from bench.cli import main
+
+    out = tmp_path / "CLAIMS.md"
+    res = CliRunner().invoke(main, ["list", str(ROOT.parent / "specs"), "--markdown", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    committed = (ROOT.parent / "docs" / "CLAIMS.md").read_text()
+    assert out.read_text() == committed, "docs/CLAIMS.md is stale: run `make claims-doc`"
