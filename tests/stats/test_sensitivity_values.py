@@ -97,8 +97,10 @@ def test_binomial_units_needed_is_the_first_n_with_power_0_8():
     assert sensitivity._binomial_need(0.5, 0.8, 0.05, need) == need
     assert sensitivity._binomial_need(0.5, 0.8, 0.05, need + 3) == need + 3
     assert sensitivity._binomial_need(0.5, 0.5, 0.05, 1) is None  # no effect: the power stays at α
-    # power exactly 0.8 counts as enough: at n = 1 with α = 1 the test always rejects, power 1 − 0.2 = 0.8
-    assert sensitivity._binomial_need(0.5, 0.8, 1.01, 1) == 1
+    # power exactly 0.8 counts as enough: at n = 1 and α = 0.6 the test rejects at X = 1 (P = 0.5 under the
+    # null), so its power at 0.8 is P(X = 1 | 0.8) = 0.8
+    assert sensitivity.binomial_power(1, 0.5, 0.8, 0.6) == 0.8
+    assert sensitivity._binomial_need(0.5, 0.8, 0.6, 1) == 1
 
 
 # ── power_of ──────────────────────────────────────────────────────────────────────────────────────────────
