@@ -88,6 +88,8 @@ def test_binomial_power_edges():
     assert sensitivity.binomial_power(5, 0.5, 0.9, 0.05) == pytest.approx(0.9 ** 5)
     assert sensitivity.binomial_power(5, 0.5, 0.9, 0.03125) == 0.0
     assert sensitivity.binomial_power(5, 0.5, 0.1, 0.05) == pytest.approx(0.9 ** 5)
+    assert sensitivity.binomial_power(5, 0.5, 0.1, 0.03125) == 0.0  # P(X ≤ 0) = α is not below α
+    assert sensitivity.binomial_power(1, 0.5, 0.5, 0.05) == 0.05  # one unit and no effect: the level itself
 
 
 def test_binomial_units_needed_is_the_first_n_with_power_0_8():
@@ -97,6 +99,9 @@ def test_binomial_units_needed_is_the_first_n_with_power_0_8():
     assert sensitivity._binomial_need(0.5, 0.8, 0.05, need) == need
     assert sensitivity._binomial_need(0.5, 0.8, 0.05, need + 3) == need + 3
     assert sensitivity._binomial_need(0.5, 0.5, 0.05, 1) is None  # no effect: the power stays at α
+    # the search ends at 20,000 units: from there on it gives up, whatever the power
+    assert sensitivity._binomial_need(0.5, 0.9, 0.05, 20000) == 20000
+    assert sensitivity._binomial_need(0.5, 0.9, 0.05, 20001) is None
     # power exactly 0.8 counts as enough: at n = 1 and α = 0.6 the test rejects at X = 1 (P = 0.5 under the
     # null), so its power at 0.8 is P(X = 1 | 0.8) = 0.8
     assert sensitivity.binomial_power(1, 0.5, 0.8, 0.6) == 0.8
@@ -129,8 +134,9 @@ def test_power_of_edges():
     assert sensitivity.power_of(verdict(20, 0.0, 0.1), 0.0, +1, False) == (0.05, None, "the bound 0 vs no effect (0)")
     assert sensitivity.power_of(verdict(1, 0.0, 0.1), 0.3, +1, False)[:2] == (0.0, None)
     assert sensitivity.power_of(verdict(2, 0.0, 0.1), 0.3, +1, False)[0] > 0  # n = 2 is computed
-    pw, need, _ = sensitivity.power_of(verdict(20, None, None), 0.3, +1, False)
-    assert math.isnan(pw) and need is None
+    for lo, hi in ((None, None), (0.0, None), (None, 0.1)):  # no interval, or half of one
+        pw, need, _ = sensitivity.power_of(Verdict(Outcome.REFUTED, "r", "t", "m", 0.05, lo, hi, n=20), 0.3, +1, False)
+        assert math.isnan(pw) and need is None
     assert sensitivity.power_of(verdict(20, 0.1, 0.1), 0.3, +1, False)[:2] == (1.0, 20)
     n_none = Verdict(Outcome.REFUTED, "r", "threshold", "m", 0.1, 0.0, 0.2)
     assert sensitivity.power_of(n_none, 0.3, +1, False)[:2] == (0.0, None)  # no n: no power
