@@ -439,3 +439,93 @@ def test_arg_extreme_over_replicates_fields():
     reps_only = [r for r in rows if r[5] is not None]
     v = evaluate(frame(reps_only), "arg_extreme", p)
     assert v.estimate is None and "argmin set_lang = None" in v.reason and v.outcome is Outcome.INCONCLUSIVE
+
+
+# ── the survivors of the mutation run (docs/mutation.md): edges the tests above did not reach ───────────────
+
+def test_a_frame_without_notes_is_refused_plainly():
+    f = deact_frame({"lape": diag_only([0.3] * 4)}, n=12, noise=0.0)
+    f.attrs = {}
+    v = evaluate(f, "diagonal_dominance", {"method": "lape"})
+    assert v.reason == "no full ΔBPB matrix for method 'lape'"
+
+
+def rep_rows(full: dict[str, int] | None, per_rep: list[dict[str, int]]):
+    rows = [] if full is None else [("lape", k, None, None, None, None, "n_selected", v) for k, v in full.items()]
+    for r, counts in enumerate(per_rep):
+        rows += [("lape", k, None, None, None, r, "n_selected", v) for k, v in counts.items()]
+    return frame(rows)
+
+
+EN_LOW, FR_LOW = {"en": 3, "de": 9, "fr": 7}, {"en": 8, "de": 9, "fr": 7}
+REP = {"metric": "n_selected", "over": "set_lang", "extreme": "min", "expect": ["en"], "unit": "sample",
+       "replicates": True}
+
+
+def test_replicate_argmax_fields_refusal_and_alpha():
+    v = evaluate(rep_rows(EN_LOW, [EN_LOW] * 4), "arg_extreme", {**REP, "alpha": 0.1})
+    assert v.reason == "only 4 replicates" and (v.rule, v.metric, v.n, v.alpha) == ("arg_extreme", "n_selected", 4, 0.1)
+    assert v.threshold == "argmin of n_selected over set_lang in ['en']"
+    v = evaluate(rep_rows(EN_LOW, [EN_LOW] * 30), "arg_extreme", {**REP, "alpha": 0.1})
+    assert v.outcome is Outcome.SUPPORTED and v.alpha == 0.1 and v.sensitivity is None
+    v = evaluate(rep_rows(EN_LOW, [EN_LOW] * 30), "arg_extreme", {**REP, "extreme": "max", "expect": ["de"]})
+    assert v.reason.startswith("argmax set_lang = de on all selection text")
+
+
+def test_replicate_argmax_the_full_data_decides_and_the_replicates_weigh_it():
+    # the full selection puts the minimum at en, every replicate at fr: not REFUTED (the estimate is inside), not
+    # SUPPORTED (p = 31/31)
+    v = evaluate(rep_rows(EN_LOW, [FR_LOW] * 30), "arg_extreme", REP)
+    assert v.outcome is Outcome.INCONCLUSIVE and v.p_value == 1.0 and v.effect == 0.0
+    # without full-selection rows the replicates' majority stands in: all inside → SUPPORTED, p = 1/31
+    v = evaluate(rep_rows(None, [EN_LOW] * 30), "arg_extreme", REP)
+    assert v.outcome is Outcome.SUPPORTED and v.estimate is None and v.p_value == pytest.approx(1 / 31)
+    v = evaluate(rep_rows(None, [FR_LOW] * 30), "arg_extreme", REP)
+    assert v.outcome is Outcome.REFUTED and v.sensitivity == "30 of 30 split-half replicates put it outside"
+    # p exactly α (19 replicates, all inside: 1/20) is not below it
+    v = evaluate(rep_rows(EN_LOW, [EN_LOW] * 19), "arg_extreme", REP)
+    assert v.p_value == pytest.approx(0.05) and v.outcome is Outcome.INCONCLUSIVE
+    # a share inside of exactly α (1 of 20) still refutes a full-data winner outside
+    v = evaluate(rep_rows(FR_LOW, [EN_LOW] + [FR_LOW] * 19), "arg_extreme", REP)
+    assert v.effect == pytest.approx(0.05) and v.outcome is Outcome.REFUTED
+
+
+def test_replicate_argmax_with_another_unit_column():
+    """Replicates named by a `rep` column in a frame that has no `sample` column: no full-selection rows are
+    found, and the replicates' majority decides."""
+    rows = [{"metric": "n_selected", "set_lang": k, "rep": r, "value": v}
+            for r in range(30) for k, v in EN_LOW.items()]
+    rows += [{"metric": "n_selected", "set_lang": k, "rep": None, "value": v} for k, v in FR_LOW.items()]
+    v = evaluate(pd.DataFrame(rows), "arg_extreme", {**REP, "unit": "rep"})
+    assert v.outcome is Outcome.SUPPORTED and v.estimate is None and v.n == 30
+
+
+def test_arg_extreme_exact_alpha_and_positions_off_zero():
+    p = {"metric": "n_selected", "where": {"method": "lape"}, "over": "set_lang", "extreme": "min", "expect": ["en"],
+         "alpha": 0.1}
+    assert evaluate(counts_frame({"en": 3, "de": 9}), "arg_extreme", p).alpha == 0.1
+    assert evaluate(counts_frame({"en": 3, "de": 3}), "arg_extreme", p).alpha == 0.1  # the tie
+    # layers 10..20: relative positions (layer − 10) / 10
+    full = lambda peak: frame([(None, None, None, l, None, None, "m", -abs(l - peak)) for l in range(10, 21)])  # noqa: E731
+    band = {"metric": "m", "over": "layer", "band": [0.2, 0.8]}
+    assert evaluate(full(12), "arg_extreme", band).outcome is Outcome.SUPPORTED
+    assert evaluate(full(11), "arg_extreme", band).outcome is Outcome.REFUTED
+    assert evaluate(full(19), "arg_extreme", band).outcome is Outcome.REFUTED
+    # one layer only: its relative position is 0
+    one = frame([(None, None, None, 7, None, None, "m", 1.0)])
+    assert evaluate(one, "arg_extreme", {"metric": "m", "over": "layer", "band": [0.0, 0.5]}).outcome is Outcome.SUPPORTED
+    assert evaluate(one, "arg_extreme", {"metric": "m", "over": "layer", "band": [0.1, 0.5]}).outcome is Outcome.REFUTED
+
+
+def test_arg_extreme_bootstrap_edges():
+    p = {"metric": "m", "over": "layer", "extreme": "max", "band": [0.2, 0.8], "unit": "sample"}
+    rows = [[1.0 - 0.05 * abs(l - 5) for l in range(10)] for _ in range(20)]
+    v = evaluate(layer_rows(rows), "arg_extreme", p)
+    assert v.sensitivity is None
+    v = evaluate(layer_rows(rows), "arg_extreme", {**p, "n_resamples": 19})  # p = 1/20 = α: not below it
+    assert v.p_value == pytest.approx(0.05) and v.outcome is Outcome.INCONCLUSIVE
+    # 12 texts peak at layer 5 (inside), 8 at layer 1 (outside): the estimate is inside, the interval's low end
+    # outside, and p well above α — INCONCLUSIVE, neither SUPPORTED nor REFUTED
+    mixed = [[1.0 - 0.05 * abs(l - (5 if s < 12 else 1)) for l in range(10)] for s in range(20)]
+    v = evaluate(layer_rows(mixed), "arg_extreme", {**p, "n_resamples": 400})
+    assert v.estimate == 5.0 and v.ci_low == 1.0 and v.p_value > 0.05 and v.outcome is Outcome.INCONCLUSIVE
