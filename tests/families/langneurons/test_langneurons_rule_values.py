@@ -529,3 +529,15 @@ def test_arg_extreme_bootstrap_edges():
     mixed = [[1.0 - 0.05 * abs(l - (5 if s < 12 else 1)) for l in range(10)] for s in range(20)]
     v = evaluate(layer_rows(mixed), "arg_extreme", {**p, "n_resamples": 400})
     assert v.estimate == 5.0 and v.ci_low == 1.0 and v.p_value > 0.05 and v.outcome is Outcome.INCONCLUSIVE
+
+
+def test_arg_extreme_refutes_only_when_few_resamples_land_inside():
+    """Peaks (1 at one layer, 0 elsewhere) at layers 1 and 9 in 8 texts each and at 5 in k texts; band [0.4, 0.6]
+    holds layers 4 and 5 only.  The interval of positions runs from 1 to 9, both outside; whether the claim is
+    refuted depends on how many resamples still put the maximum at 5: 2.75% with k = 4 (REFUTED), 11.75% with
+    k = 6 (INCONCLUSIVE)."""
+    p = {"metric": "m", "over": "layer", "extreme": "max", "band": [0.4, 0.6], "unit": "sample", "n_resamples": 400}
+    for k, outcome, share in ((4, Outcome.REFUTED, 0.0275), (6, Outcome.INCONCLUSIVE, 0.1175)):
+        peaks = [1] * 8 + [9] * 8 + [5] * k
+        v = evaluate(layer_rows([[1.0 if l == pk else 0.0 for l in range(10)] for pk in peaks]), "arg_extreme", p)
+        assert (v.ci_low, v.ci_high) == (1.0, 9.0) and v.effect == pytest.approx(share) and v.outcome is outcome
