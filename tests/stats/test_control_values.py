@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from bench.stats import Outcome, Verdict, _bootstrap, control
 from bench.stats.control import POLICY, RULE, Arm, against, difference
@@ -61,26 +62,40 @@ def test_replicated_difference_by_hand(monkeypatch):
 
 
 def test_replicated_difference_counts_values_on_zero_as_wrong(monkeypatch):
-    t = replicated(0.6, [0.6, 0.7, 0.5, 0.6])
-    c = replicated(0.5, [0.4, 0.5, 0.5, 0.6])  # d = 0.2, 0.2, 0, 0 around 0.1: values 0.2, 0.2, 0.0, 0.0
+    """Numbers exact in binary, so that the values land on 0 exactly."""
+    t = replicated(0.75, [0.75, 1.0, 0.5, 0.75])
+    c = replicated(0.5, [0.25, 0.5, 0.5, 0.75])  # d = 0.5, 0.5, 0, 0 around 0.25: values 0.5, 0.5, 0, 0
     script(monkeypatch, {"t": t, "c": c})
     v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.5})
-    assert v.p_value == pytest.approx((1 + 2) / 5)
-    lower = replicated(0.4, [0.4, 0.3, 0.5, 0.4], side=-1)  # trained − control = −0.1, claim "below"
+    assert v.estimate == 0.25 and v.p_value == pytest.approx((1 + 2) / 5)
+    lower = replicated(0.5, [0.5, 0.25, 0.75, 0.5], side=-1)  # trained − control = −0.25, claim "below"
+    c = replicated(0.75, [0.5, 0.75, 0.75, 1.0])  # d = 0, −0.5, 0, −0.5 around −0.25: values 0, −0.5, 0, −0.5
     script(monkeypatch, {"t": lower, "c": c})
     v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "max": 0.5})
-    # d = 0.0, −0.2, 0.0, −0.2 around −0.1: values 0.0, −0.2, 0.0, −0.2; on the wrong side (≥ 0): two
-    assert v.threshold == "< 0" and v.estimate == pytest.approx(-0.1) and v.p_value == pytest.approx(3 / 5)
+    assert v.threshold == "< 0" and v.estimate == -0.25 and v.p_value == pytest.approx(3 / 5)
+
+
+def test_replicated_difference_subtracts_the_control_replicate_by_replicate(monkeypatch):
+    """The same trained replicates against two controls with the same full estimate: the spread comes from the
+    per-replicate differences, so a control that moves with the trained arm narrows the interval to a point."""
+    t = replicated(0.75, [0.5, 1.0, 0.75, 0.75])
+    script(monkeypatch, {"t": t, "c": replicated(0.5, [0.25, 0.75, 0.5, 0.5])})
+    v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.5})
+    assert (v.ci_low, v.ci_high) == (0.25, 0.25)
+    script(monkeypatch, {"t": t, "c": replicated(0.5, [0.75, 0.25, 0.5, 0.5])})
+    v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.5})
+    values = 0.25 + (np.array([-0.25, 0.75, 0.25, 0.25]) - 0.25)
+    assert (v.ci_low, v.ci_high) == pytest.approx((np.quantile(values, 0.025), np.quantile(values, 0.975)))
 
 
 def test_replicated_difference_needs_min_n_shared_replicates(monkeypatch):
     t = replicated(0.7, [0.8, 0.6, 0.7, 0.9], min_n=5, units=[0, 1, 2, 3])
     c = replicated(0.5, [0.5, 0.5, 0.5, 0.5, 0.5], units=[1, 2, 3, 4, 5])
     script(monkeypatch, {"t": t, "c": c})
-    v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.5})
+    v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.5, "alpha": 0.01})
     assert v.outcome is Outcome.INCONCLUSIVE and v.n == 3 and v.estimate == pytest.approx(0.2)
     assert v.reason == "trained − control 0.2 but only 3 shared replicates (< 5)"
-    assert (v.rule, v.metric, v.alpha) == (RULE, "edge_share: trained − control", 0.05)
+    assert (v.rule, v.metric, v.alpha) == (RULE, "edge_share: trained − control", 0.01)
     t = replicated(0.7, [0.8, 0.6, 0.7], min_n=3, units=[1, 2, 3])
     script(monkeypatch, {"t": t, "c": c})
     assert difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.5}).p_value == pytest.approx(
@@ -89,17 +104,26 @@ def test_replicated_difference_needs_min_n_shared_replicates(monkeypatch):
 
 def test_resampled_difference_reads_each_arms_own_columns(monkeypatch):
     """Two columns per arm; each arm's statistic is column 0 minus column 1 (its own).  Per unit the trained
-    arm gives 0.5 − 0.1 and the control 0.3 − 0.2: the difference is 0.4 − 0.1 = 0.3 on every unit."""
+    arm gives 0.75 − 0.25 and the control 0.5 − 0.25: the difference is 0.5 − 0.25 = 0.25 on every unit (numbers
+    exact in binary, so the estimate and the resampled values agree to the last bit)."""
     n = 10
     idx = pd.Index(range(n), name="sample")
-    tt = pd.DataFrame({"a": [0.5] * n, "b": [0.1] * n}, index=idx)
-    cc = pd.DataFrame({"a": [0.3] * n, "b": [0.2] * n}, index=idx)
+    tt = pd.DataFrame({"a": [0.75] * n, "b": [0.25] * n}, index=idx)
+    cc = pd.DataFrame({"a": [0.5] * n, "b": [0.25] * n}, index=idx)
     stat = lambda m: np.asarray(m).mean(axis=-2)[..., 0] - np.asarray(m).mean(axis=-2)[..., 1]  # noqa: E731
     script(monkeypatch, {"t": Arm(tt, +1, "sample", "gap", stat=stat), "c": Arm(cc, +1, "sample", "gap", stat=stat)})
     v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.0})
-    assert v.estimate == pytest.approx(0.3) and (v.ci_low, v.ci_high) == pytest.approx((0.3, 0.3)) and v.n == n
-    assert v.reason.startswith("trained 0.4 − control 0.1 = 0.3, 95% CI [0.3, 0.3], p = ")
-    assert v.reason.endswith("(p and CI over 10 units 'sample')") and v.outcome is Outcome.SUPPORTED
+    assert v.estimate == 0.25 and (v.ci_low, v.ci_high) == (0.25, 0.25) and v.n == n
+    # every resample gives 0.25: p = T₉(Φ⁻¹(1/2001)·√(9/10)), the corrected bootstrap p of 2,000 resamples
+    p = stats.t.cdf(stats.norm.ppf(1 / 2001) * np.sqrt(9 / 10), 9)
+    assert v.p_value == pytest.approx(p, rel=1e-9)
+    assert v.reason == f"trained 0.5 − control 0.25 = 0.25, 95% CI [0.25, 0.25], p = {p:.3g} (p and CI over 10 units 'sample')"
+    assert v.outcome is Outcome.SUPPORTED and (v.rule, v.metric, v.threshold) == (RULE, "gap: trained − control", "> 0")
+    assert v.effect == 0.25 and v.effect_name == "gap: trained − control"
+    lower = Arm(cc, -1, "sample", "gap", stat=stat)
+    script(monkeypatch, {"t": lower, "c": Arm(tt, -1, "sample", "gap", stat=stat)})
+    v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "max": 0.0})
+    assert v.outcome is Outcome.SUPPORTED and v.threshold == "< 0" and v.p_value == pytest.approx(p, rel=1e-9)
 
 
 def test_resampled_difference_bootstraps_the_shared_units_jointly(monkeypatch):
@@ -137,7 +161,7 @@ def test_refusals_name_the_arm_and_the_unit(monkeypatch):
     assert v.reason == "trained − control: no control estimate (no rows for m)"
     script(monkeypatch, {"t": replicated(0.5, [0.5], units=[0]), "c": replicated(0.5, [0.5], units=[1])})
     v = difference(tagged("t"), tagged("c"), "threshold", {"metric": "m", "min": 0.5, "alpha": 0.02})
-    assert v.reason == "trained − control: no replicate is in both frames"
+    assert v.outcome is Outcome.INCONCLUSIVE and v.reason == "trained − control: no replicate is in both frames"
     assert (v.rule, v.metric, v.alpha, v.n) == (RULE, "edge_share: trained − control", 0.02, None)
 
 
@@ -168,9 +192,11 @@ def test_against_without_a_control_frame_says_why(monkeypatch):
     assert v.reason == (f"trained − control: the control m+init gave no frame to compare with: it did not run "
                         f"({POLICY})")
     crashed = Verdict(Outcome.ERROR, "out of memory", "-")
-    v = against(tagged("t"), None, "threshold", {}, own(Outcome.SUPPORTED), crashed, "m+init")
-    assert v.parts[1].reason == "the control m+init gave no frame to compare with: out of memory"
-    assert v.alpha == 0.05 and v.parts[1].alpha == 0.05
+    v = against(tagged("t"), None, "threshold", {"alpha": 0.02}, own(Outcome.SUPPORTED), crashed, "m+init")
+    d = v.parts[1]
+    assert d.reason == "the control m+init gave no frame to compare with: out of memory"
+    assert (d.outcome, d.rule, d.metric, d.alpha, v.alpha) == (Outcome.INCONCLUSIVE, RULE, "trained − control", 0.02,
+                                                               0.02)
     v = against(tagged("t"), None, "threshold", {}, own(Outcome.SUPPORTED).__class__(
         Outcome.SUPPORTED, "w", "threshold", alpha=0.2), None, "m+init")
     assert v.alpha == 0.2  # without an alpha parameter the rule's own
@@ -195,3 +221,12 @@ def test_against_words_when_both_hold_on_either_side(monkeypatch):
                 None, "m+init")
     d = v.parts[1]
     assert v.reason == f"m: w; edge_share: trained − control: {d.reason} ({POLICY})"
+
+
+def test_arm_def_registers_the_function_it_decorates(monkeypatch):
+    monkeypatch.setattr(control, "ARMS", dict(control.ARMS))
+
+    def arm(frame, **_):
+        return None
+
+    assert control.arm_def("some_rule")(arm) is arm and control.ARMS["some_rule"] is arm
