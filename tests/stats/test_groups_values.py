@@ -176,3 +176,51 @@ def test_majority_words_and_outcomes():
     v = groups.majority("r", "n", 0.75, 0.8, 0.9, 0.01, 4, 0.05, "layer", "d", n_units=10)
     assert v.ci_low == 0.75 and v.reason == ("holds in 75% of 4 layers, 95% CI [0.75, 0.9] (interval widened down to "
                                              "the estimate (the resampled values lay above it, from 0.8)), p = 0.01; d")
+
+
+def test_a_layer_whose_delta_lies_on_the_bound_does_not_count_for_the_claim():
+    """Layer 2 has the same values in both classes (δ = 0 exactly): with the bound 0 it is not "below", so the share
+    is 2 of 3, not 3 of 3 (an estimate on the bound is not on the claimed side)."""
+    a, b = clustered(n_texts=12)
+    f = pd.concat([tokens(a, b, layer=0), tokens(a, b, layer=1), tokens(b, b, layer=2)], ignore_index=True)
+    v = evaluate(f, "group_comparison", {**P, "over": "layer", "n_resamples": 200})
+    assert v.estimate == pytest.approx(2 / 3)
+    # with the bound at −0.2 a layer of δ = −0.2 exactly would not count either; δ of layer 0 lies beyond it
+    v = evaluate(f, "group_comparison", {**P, "over": "layer", "n_resamples": 200, "delta": -0.2})
+    d = delta_by_pairs(np.concatenate(a), np.concatenate(b))
+    assert d < -0.2 and v.estimate == pytest.approx(2 / 3)
+    v = evaluate(f, "group_comparison", {**P, "over": "layer", "n_resamples": 200, "delta": d})
+    assert v.estimate == 0.0  # layers 0 and 1 sit exactly on this bound, layer 2 above it
+
+
+def test_group_comparison_names_refusals_and_binary_fields():
+    a, b = clustered()
+    f = tokens(a, b)
+    f2 = f.assign(cls=f["cls"].map({"det": "adj", "noun": "verb"}))
+    both = pd.concat([f, f2], ignore_index=True)
+    v = evaluate(both, "group_comparison", {**P, "a": ["det", "adj"], "b": ["noun", "verb"], "n_resamples": 200})
+    assert v.metric == "m: det+adj vs noun+verb"
+    v = evaluate(f, "group_comparison", {**P, "a": ["adj"], "b": ["verb"]})
+    assert (v.rule, v.metric) == ("group_comparison", "m")
+    v = evaluate(tokens(a[:3], b[:3]), "group_comparison", {**P, "min_n": 1, "alpha": 0.1, "n_resamples": 200})
+    assert v.n == 3 and "calibrated from 8" in v.reason and not v.reason.startswith("only")  # measured, not refused
+    v = evaluate(tokens(a[:2], b[:2]), "group_comparison", {**P, "min_n": 1, "alpha": 0.1})
+    assert (v.rule, v.alpha, v.outcome) == ("group_comparison", 0.1, Outcome.INCONCLUSIVE)
+    # the default min_n is 20 tokens a group: exactly 20 each is measured
+    v = evaluate(tokens([x[:2] for x in a], [x[:2] for x in b]), "group_comparison",
+                 {"metric": "m", "a": ["det"], "b": ["noun"], "n_resamples": 200})
+    assert v.n == 10 and not v.reason.startswith("only")
+    # one 0/1 value per unit, groups of 20 and 15: the counts of b come from b's units
+    vals = [1] * 3 + [0] * 17 + [1] * 12 + [0] * 3
+    g = pd.DataFrame({"sample": np.arange(35), "cls": ["det"] * 20 + ["noun"] * 15, "metric": "m",
+                      "value": np.array(vals, float)})
+    v = evaluate(g, "group_comparison", {**P, "alpha": 0.1})
+    assert v.estimate == pytest.approx(3 / 20 - 12 / 15) and v.effect == pytest.approx(v.estimate)
+    assert (v.rule, v.metric, v.n, v.alpha) == ("group_comparison", "m: det vs noun", 35, 0.1)
+    assert v.reason.startswith("3 of 20 vs 12 of 15: ")
+    v = evaluate(g, "group_comparison", {**P, "side": "greater"})
+    assert v.threshold == "δ ≥ 0" and v.outcome is Outcome.REFUTED
+    assert v.sensitivity.startswith("the interval lies wholly on the other side") or v.sensitivity.startswith("power")
+    with pytest.raises(ValueError) as err:
+        evaluate(g, "group_comparison", {**P, "delta": 0.1})
+    assert str(err.value) == "group_comparison on one 0/1 value per unit tests exactly against δ = 0 (delta must be 0)"
