@@ -148,3 +148,64 @@ def test_correlation_difference_pairs_texts_across_subjects():
     assert v.reason == "too few matched tokens (48, 48)" and v.metric == "|r(base) − r(instruct)|"
     assert evaluate(f, "correlation_difference", {"x": {"metric": "x"}, "y": {"metric": "y"}, "min_n": 48,
                                                   "n_resamples": 200}).n == 12
+
+
+# ── the survivors of the retest (docs/mutation.md) ────────────────────────────────────────────────────────
+
+def test_corr_needs_three_rows_and_spread_in_both():
+    from bench.stats.correlations import _corr
+
+    r = _corr("pearson")
+    x3, y3 = np.array([0.0, 0.1, 0.3]), np.array([0.2, 0.1, 0.4])  # spreads below 1
+    assert r(x3, y3) == pytest.approx(stats.pearsonr(x3, y3)[0])
+    assert _corr("spearman")(x3, y3) == pytest.approx(stats.spearmanr(x3, y3)[0])
+    assert np.isnan(r(x3[:2], y3[:2]))
+    assert np.isnan(r(np.ones(3), y3)) and np.isnan(r(x3, np.ones(3)))
+
+
+def test_correlation_defaults_and_refusal_fields():
+    f = texts(n_texts=5)  # 20 matched tokens from 5 texts: the default min_n (20) is met
+    v = evaluate(f, "correlation", {"x": {"metric": "x"}, "y": {"metric": "y"}})
+    assert v.n == 5 and not v.reason.startswith("only")
+    w = wide(f)
+    _, _, dist = by_hand_interval(w, lambda a, b: stats.pearsonr(a, b)[0], n_resamples=1000)
+    assert v.p_value == pytest.approx(_boot_p(dist, 0.0, +1, 5))  # 1,000 resamples by default, at α = 0.05
+    assert v.alpha == 0.05 and "only 5 units, and the bootstrap is calibrated from 8" in v.reason
+    v = evaluate(texts(n_texts=3, per=8), "correlation", {**C, "min_n": 1})
+    assert v.n == 3 and not v.reason.startswith("only")  # three texts are enough to be measured
+    v = evaluate(texts(n_texts=2, per=8), "correlation", {**C, "min_n": 1, "alpha": 0.1})
+    assert (v.rule, v.metric, v.alpha, v.outcome) == ("correlation", "r(x, y)", 0.1, Outcome.INCONCLUSIVE)
+    v = evaluate(f, "correlation", {**C, "x": {"metric": "w"}})
+    assert (v.rule, v.metric) == ("correlation", "r(w, y)")
+    with pytest.raises(ValueError) as err:
+        evaluate(f, "correlation", {**C, "given": {"metric": "z"}, "method": "spearman"})
+    assert str(err.value) == "correlation: `given` (a partial correlation) needs method = 'pearson'"
+
+
+def test_correlation_difference_p_defaults_and_refusal_fields():
+    a, b = texts(slope=1.0, seed=5, subject="base"), texts(slope=0.0, seed=5, subject="instruct")
+    f = pd.concat([a, b], ignore_index=True)
+    xy = {"x": {"metric": "x"}, "y": {"metric": "y"}}
+    v = evaluate(f, "correlation_difference", {**xy, "n_resamples": 200})
+    wa, wb = wide(a), wide(b)
+
+    def by_hand(i, axis=-1):  # the same texts resampled for both subjects
+        i = np.asarray(i)
+        out = []
+        for row in i.reshape(-1, i.shape[-1]):
+            ra = pd.concat([wa[wa["sample"] == t] for t in row])
+            rb = pd.concat([wb[wb["sample"] == t] for t in row])
+            out.append(abs(stats.pearsonr(ra["x"], ra["y"])[0] - stats.pearsonr(rb["x"], rb["y"])[0]))
+        return np.array(out).reshape(i.shape[:-1])
+
+    res = stats.bootstrap((np.arange(12),), by_hand, vectorized=True, n_resamples=200, method="percentile",
+                          confidence_level=expanded_confidence(0.95, 12), random_state=np.random.default_rng(12345))
+    assert (v.ci_low, v.ci_high) == pytest.approx((res.confidence_interval.low, res.confidence_interval.high))
+    assert v.p_value == pytest.approx(_boot_p(res.bootstrap_distribution, 0.2, +1, 12))
+    small = pd.concat([texts(n_texts=5, slope=1.0, seed=5, subject="base"),
+                       texts(n_texts=5, slope=0.0, seed=5, subject="instruct")], ignore_index=True)
+    assert evaluate(small, "correlation_difference", {**xy, "n_resamples": 200}).n == 5  # 20 tokens each: min_n met
+    v = evaluate(a, "correlation_difference", {**xy, "alpha": 0.1})
+    assert (v.rule, v.metric, v.alpha) == ("correlation_difference", "|r(base) − r(instruct)|", 0.1)
+    v = evaluate(f, "correlation_difference", {**xy, "min_n": 49, "alpha": 0.1})
+    assert (v.rule, v.alpha, v.outcome) == ("correlation_difference", 0.1, Outcome.INCONCLUSIVE)
