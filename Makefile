@@ -21,13 +21,14 @@ test-fast: $(STAMP)  ## the unit tests only, without the real embedded models
 
 # Mutation score per probe and rule module (slow: hours for everything on 2 cores; not part of CI).
 # MODULES narrows it (`make mutation MODULES="bench/stats/basic.py bench/families/ecm/probes.py"`), JOBS and
-# MINUTES (cap per test folder) are passed on; see docs/mutation.md.
+# MINUTES (cap per test folder) are passed on; QUICK=1 leaves the `slow` tests out; see docs/mutation.md.
 MODULES ?=
 JOBS ?= 1
 MINUTES ?= 60
+QUICK ?=
 mutation: $(STAMP)
 	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/python -m pip install --quiet -e ".[mutation]"
-	$(VENV)/bin/python scripts/mutation.py --jobs $(JOBS) --minutes $(MINUTES) $(MODULES)
+	$(VENV)/bin/python scripts/mutation.py --jobs $(JOBS) --minutes $(MINUTES) $(if $(QUICK),--leave-out-slow) $(MODULES)
 
 # The claim catalogue, generated from the specs (not checked by a test: regenerate after editing a spec).
 claims-doc: $(STAMP)

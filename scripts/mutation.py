@@ -1,11 +1,14 @@
 """Mutation testing of the probe and rule modules with mutmut: a score per module and the surviving mutants.
 
     python scripts/mutation.py [MODULE.py …] [--jobs N] [--minutes M] [--out build/mutation] [--retest]
+                               [--leave-out-slow]
 
 Without modules it takes every module of ``bench/stats/`` and ``bench/families/*/`` except ``__init__.py``,
-``charts.py`` and ``schemas.py`` (declarations, no behaviour).  Each module is tested against its matching test
+``charts.py`` and ``schemas.py`` (declarations, no behaviour); a module named on the command line is mutated even
+if it is one of these (``bench/stats/__init__.py`` holds ``evaluate`` and the shared bootstrap).  Each module is tested against its matching test
 folder (``bench/stats/x.py`` → ``tests/stats``, ``bench/families/F/x.py`` → ``tests/families/F``), the embedded
-and fuzz tests left out.  Modules are grouped by test folder; each group runs in a fresh scratch copy of the
+and fuzz tests left out (and, with ``--leave-out-slow``, the tests marked ``slow``: the many-seed simulations of
+``tests/stats`` reach every rule, so mutmut reruns them for each of its mutants).  Modules are grouped by test folder; each group runs in a fresh scratch copy of the
 repository under ``--out`` (bench/, tests/, specs/ and a pyproject.toml whose ``[tool.mutmut]`` table names the
 group's modules and tests), so the working tree is never touched and a group's results can be re-read later
 (``--report-only``).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import fnmatch
 import json
 import os
 import re
@@ -81,8 +85,31 @@ def _toml_list(values: list[str]) -> str:
     return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 
 
-def scratch_copy(where: Path, modules: list[Path], tests: str) -> None:
-    """bench/, tests/, specs/ and a pyproject.toml restricted to `modules` and `tests`, under `where`."""
+def _marker_args(line: str, leave_out_slow: bool) -> str:
+    """The ``pytest_add_cli_args`` line, with ``and not slow`` added to its marker expression when asked."""
+    name, _, value = line.partition("=")
+    args = json.loads(value)
+    if leave_out_slow:
+        i = args.index("-m") + 1 if "-m" in args else None
+        if i is None:
+            args += ["-m", "not slow"]
+        else:
+            args[i] = f"({args[i]}) and not slow"
+    return f"{name.strip()} = {_toml_list(args)}"
+
+
+def _do_not_mutate(line: str, modules: list[Path]) -> str:
+    """The ``do_not_mutate`` line without the patterns that would exclude a module named explicitly (a package's
+    ``__init__.py`` holds code in bench/stats/: named on the command line, it is mutated)."""
+    name, _, value = line.partition("=")
+    kept = [p for p in json.loads(value) if not any(fnmatch.fnmatch(str(m), p) for m in modules)]
+    return f"{name.strip()} = {_toml_list(kept)}"
+
+
+def scratch_copy(where: Path, modules: list[Path], tests: str, leave_out_slow: bool = False,
+                 warmup: str | None = None) -> None:
+    """bench/, tests/, specs/ and a pyproject.toml restricted to `modules` and `tests`, under `where`; with
+    `leave_out_slow` the tests marked ``slow`` are left out of the run (the marker filter of ``[tool.mutmut]``)."""
     shutil.rmtree(where, ignore_errors=True)  # a fresh start: mutmut would keep stale copies of changed files
     where.mkdir(parents=True)
     for name in ("bench", "tests", "specs"):
@@ -92,8 +119,18 @@ def scratch_copy(where: Path, modules: list[Path], tests: str) -> None:
     text = (ROOT / "pyproject.toml").read_text()
     table = re.search(r"^\[tool\.mutmut\]\n(.*?)(?=^\[|\Z)", text, re.S | re.M)
     base = table.group(1) if table else ""
-    keep = "\n".join(line for line in base.splitlines()
-                     if not line.startswith(("only_mutate", "pytest_add_cli_args_test_selection")))
+    lines = []
+    for line in base.splitlines():
+        if line.startswith(("only_mutate", "pytest_add_cli_args_test_selection")):
+            continue
+        if line.startswith("pytest_add_cli_args ") or line.startswith("pytest_add_cli_args="):
+            line = _marker_args(line, leave_out_slow)
+        elif line.startswith("do_not_mutate"):
+            line = _do_not_mutate(line, modules)
+        elif line.startswith("forkserver_warmup") and warmup:
+            line = f"forkserver_warmup = {json.dumps(warmup)}"
+        lines.append(line)
+    keep = "\n".join(lines)
     text = text.replace(table.group(0), "") if table else text
     text += ("\n[tool.mutmut]\n" + keep.strip() + "\n"
              f"only_mutate = {_toml_list([str(m) for m in modules])}\n"
@@ -158,6 +195,13 @@ def results(where: Path) -> dict[str, str]:
     return found
 
 
+def dotted(module: Path) -> str:
+    """The import name of a module file, as mutmut's mutant names start (a package's ``__init__.py`` is the
+    package itself)."""
+    name = str(module.with_suffix("")).replace("/", ".")
+    return name.removesuffix(".__init__")
+
+
 def module_of(mutant: str) -> str:
     return mutant.split("__mutmut_")[0].rsplit(".", 1)[0]
 
@@ -206,6 +250,14 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="mutants tested at once (default 1: the machine is shared)")
     ap.add_argument("--minutes", type=float, default=60.0, help="time cap per test folder (default 60)")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "mutation")
+    ap.add_argument("--leave-out-slow", action="store_true",
+                    help="leave the tests marked slow out of the run (many-seed simulations that reach every rule "
+                         "and would be rerun for each of its mutants); the score is then what the quick tests "
+                         "catch. A --retest keeps the choice of the run it retests")
+    ap.add_argument("--warmup", choices=["none", "collect"],
+                    help="what mutmut's fork server loads before forking each mutant's test process (default: "
+                         "pyproject.toml's forkserver_warmup, 'none'); 'collect' imports the test modules once, "
+                         "several times faster per mutant where the tests are quick")
     ap.add_argument("--report-only", action="store_true", help="re-read the results under --out, run nothing")
     ap.add_argument("--retest", action="store_true",
                     help="keep the mutants and results under --out and test only the survivors again, with the "
@@ -231,7 +283,7 @@ def main() -> int:
             if problems:
                 print("\n".join(problems), file=sys.stderr)
                 return 2
-            wanted = {str(m.with_suffix("")).replace("/", ".") for m in mods}
+            wanted = {dotted(m) for m in mods}
             equiv = equivalents()
             again = sorted(k for k, v in results(where).items()
                            if module_of(k) in wanted and v in MISSED and k not in equiv)
@@ -240,11 +292,11 @@ def main() -> int:
             ended = run_group(where, args.jobs, args.minutes * 60, again) if again else "no survivor to test again"
             print(f"{tests}: {len(again)} survivor(s) tested again, {time.monotonic() - t0:.0f} s, {ended}", flush=True)
         elif not args.report_only:
-            scratch_copy(where, mods, tests)
+            scratch_copy(where, mods, tests, args.leave_out_slow, args.warmup)
             t0 = time.monotonic()
             ended = run_group(where, args.jobs, args.minutes * 60)
             print(f"{tests}: {len(mods)} module(s), {time.monotonic() - t0:.0f} s, {ended}", flush=True)
-        wanted = {str(m.with_suffix("")).replace("/", ".") for m in mods}
+        wanted = {dotted(m) for m in mods}
         status.update({k: v for k, v in results(where).items() if module_of(k) in wanted})
     lines, survivors = score_table(status, equivalents())
     args.out.mkdir(parents=True, exist_ok=True)

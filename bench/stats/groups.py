@@ -135,7 +135,7 @@ def group_comparison(
 
     def share(W):
         d = _delta_of(W, S, na, nb)  # (..., G)
-        return np.nanmean(np.where(np.isfinite(d), (sign * (d - delta) >= 0).astype(float), np.nan), axis=-1)
+        return np.nanmean(np.where(np.isfinite(d), (sign * (d - delta) > 0).astype(float), np.nan), axis=-1)
 
     est = float(share(ones))
     lo, hi, dist = boot(share)

@@ -68,6 +68,7 @@ def _rates(name: str, seeds: int) -> tuple[float, float | None]:
     return hits / seeds, (old_hits / seeds if has_old else None)
 
 
+@pytest.mark.slow  # 600 simulated data sets per rule: a mutation run may leave it out (docs/mutation.md)
 @pytest.mark.parametrize("name", RULES)
 def test_nominal_false_positive_rate_on_clustered_texts(name):
     rate, old = _rates(name, 600)
@@ -90,6 +91,7 @@ def _layers(rng, n: int = 30, n_layers: int = 8) -> pd.DataFrame:
     return pd.DataFrame({"sample": s.ravel(), "layer": layer.ravel(), "metric": "m", "value": v.ravel()})
 
 
+@pytest.mark.slow  # 400 simulated data sets per rule, the same
 @pytest.mark.parametrize("name", ["trend", "layer_majority"])
 def test_layer_rules_keep_their_level_when_layers_carry_nothing(name):
     """No trend over layers and every layer's mean at the bound: a claim of a rising trend (ρ > 0) or of most

@@ -62,7 +62,10 @@ def test_paired_p_is_the_one_sided_binomial_of_the_discordant_pairs():
     assert paired(0, 0, 20, 0.95)[0] == 1.0
 
 
-@pytest.mark.parametrize(("n10", "n01", "n", "conf"), [(6, 2, 20, 0.95), (1, 4, 30, 0.9), (3, 3, 10, 0.95)])
+@pytest.mark.parametrize(("n10", "n01", "n", "conf"), [(6, 2, 20, 0.95), (1, 4, 30, 0.9), (3, 3, 10, 0.95),
+                                                        # π's interval wholly above ½, then wholly below: every
+                                                        # corner of the box is then the extreme on its side
+                                                        (20, 0, 40, 0.95), (0, 20, 40, 0.95), (15, 1, 30, 0.9)])
 def test_paired_interval_is_the_range_of_the_difference_over_the_bonferroni_box(n10, n01, n, conf):
     level = 1 - (1 - conf) / 2
     psi_lo, psi_hi = _cp(n10 + n01, n, level)
