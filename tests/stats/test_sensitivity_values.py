@@ -40,7 +40,13 @@ def test_check_requires_accepts_complete_tables_and_names_what_it_got():
                 {"metric": "loss", "max": 1, "why": "w", "extra": 2}):
         with pytest.raises(ValueError) as err:
             sensitivity.check_requires([ok[0], bad])
-        assert str(err.value) == f"requires[1] needs metric, why and min and/or max (got {sorted(bad)})"
+        assert str(err.value) == (f"requires[1] needs metric, why and min and/or max, and may have where "
+                                  f"(got {sorted(bad)})")
+    with_where = {"metric": "fitted", "min": 0.5, "why": "w", "where": {"condition": "full_ft"}}
+    assert sensitivity.check_requires([with_where]) == [with_where]
+    with pytest.raises(ValueError) as err:
+        sensitivity.check_requires([{**with_where, "where": "full_ft"}])
+    assert str(err.value) == "requires[0].where must be a table of column = value (got 'full_ft')"
 
 
 def test_reference_is_visible_inside_and_reset_after():
