@@ -57,8 +57,14 @@ class ProbeContext:
         is a model, else the run's settings."""
         m = self.model
         if m is not None and getattr(m, "dtype", None) is not None:
-            return {"device": torch.device(m.device).type, "dtype": str(m.dtype).removeprefix("torch.")}
-        return {"device": torch.device(self.device).type, "dtype": self.dtype}
+            return placement(m.device, m.dtype)
+        return placement(self.device, self.dtype)
+
+
+def placement(device: Any, dtype: Any) -> dict[str, str]:
+    """Where numbers are computed, as cache keys hold it: the device type ("cpu", "cuda") and the dtype's name
+    ("float32"), from torch objects or names."""
+    return {"device": torch.device(device).type, "dtype": str(dtype).removeprefix("torch.")}
 
 
 def libraries() -> dict[str, str]:

@@ -121,7 +121,7 @@ class Work:
     drawn: int = 0         # random numbers drawn from a generator outside the model (Gaussian baselines)
     chars: int = 0         # characters of text run through the model's tokenizer
     words: int = 0         # words joined into running text by the corpora's detokeniser (interpreter-bound, per word)
-    hashed: int = 0        # bytes of files read and hashed (a corpus fingerprinted for every shared-result lookup)
+    hashed: int = 0        # bytes of files read and hashed (a corpus's fingerprint, once per file and process)
     batch_tokens: int = 0  # positions of the largest no-gradient batch
     grad_tokens: int = 0   # positions of the largest batch kept for a backward pass
     logit_rows: int = 0    # LM-head rows of the largest batch held at once (float32)

@@ -41,10 +41,6 @@ def where_clause(p: Mapping[str, Any]) -> str:
     return f" where {sel(p['where'])}" if p.get("where") else ""
 
 
-def _where(where: Any) -> str:
-    return "".join(f", {k} = {v}" for k, v in where.items()) if isinstance(where, Mapping) else ""
-
-
 def bound(p: Mapping[str, Any], lo: str = "min", hi: str = "max") -> str:
     parts = []
     if p.get(lo) is not None:
@@ -81,7 +77,7 @@ def describe(rule: str, params: Mapping[str, Any]) -> str:
     """One sentence per rule, then what a REFUTED needs (its declared preconditions and smallest effect); a rule
     without a sentence is its docstring's first sentence and its parameters."""
     p = dict(params)
-    needs = [f"{r.get('why', r.get('metric'))} ({r.get('metric')}{_where(r.get('where'))} {bound(r)})"
+    needs = [f"{r.get('why', r.get('metric'))} ({r.get('metric')}{where_clause(r)} {bound(r)})"
              for r in p.pop("requires", []) if isinstance(r, Mapping)]
     smallest = p.pop("smallest_effect", None)
     source = p.pop("smallest_effect_source", "")

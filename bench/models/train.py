@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 import torch
 from torch import nn
 
-from bench.ground.context import libraries
+from bench.ground.context import libraries, placement
 from bench.ground.store import cache_root, key_of, sha256_bytes
 from bench.models.adapters import (  # noqa: F401 (the engine's names for its adapters)
     Targets, TrainError, full_copy, lora_adapters, lora_targets, recipe_adapters, target_modules)
@@ -274,8 +274,7 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
     base weights are never changed); full fine-tuning works on a copy.  `train_hook` is for tests (called with
     the step count before training starts)."""
     first = next(base.parameters())
-    key = train_key(fingerprint, examples, recipe, device=first.device.type,
-                    dtype=str(first.dtype).removeprefix("torch."))
+    key = train_key(fingerprint, examples, recipe, **placement(first.device, first.dtype))
     final = entry_dir(key, root)
     with contextlib.ExitStack() as stack:
         lora = recipe.method == "lora"  # the causal LM itself with adapters injected, or a full copy
