@@ -276,6 +276,13 @@ def _check_tables(info: "RuleInfo", values: Mapping[str, Any], spec, where: str,
                     raise SpecError(f"unknown key '{key}' in '{name}'" + did_you_mean(key, allowed)
                                     + f" (each key must be a {what}: {', '.join(allowed)})",
                                     path=spec.path, key=f"{at}.{key}")
+            rows = table.get("where") if name == "requires" else None
+            if columns and isinstance(rows, Mapping):
+                for col in rows:
+                    if col not in columns:
+                        raise SpecError(f"'where' names '{col}', which is not a column of the probe's frame"
+                                        + did_you_mean(str(col), columns) + f" (columns: {', '.join(columns)})",
+                                        path=spec.path, key=f"{at}.where.{col}")
 
 
 def _walk(value: Any) -> Iterator[tuple[str, Any]]:

@@ -29,6 +29,7 @@ def check_spec(spec: Spec) -> None:
             raise SpecError(problem + label, path=spec.path, key=f"{section}.{name}",
                             line=find_line(_text(spec.path), section, name))
         rule.check_all(s.rule_params(), spec)
+        _check_requires(s, label)
         _check_corpora(s, label)
     if spec.control_decide:
         from bench.stats import control
@@ -37,6 +38,17 @@ def check_spec(spec: Spec) -> None:
             raise SpecError(f"rule '{spec.rule}' cannot be decided against its control (rules that can: "
                             f"{', '.join(sorted(control.ARMS))})", path=spec.path, key="control.decide",
                             line=find_line(_text(spec.path), "control", "decide"))
+
+
+def _check_requires(spec: Spec, label: str) -> None:
+    """The preconditions of a REFUTED (`[[verdict.requires]]`) are whole now, not when a run first refutes."""
+    from bench.stats import sensitivity
+
+    try:
+        sensitivity.check_requires(spec.rule_params().get("requires"))
+    except (ValueError, TypeError) as exc:
+        raise SpecError(f"{exc}{label}", path=spec.path, key="verdict.requires",
+                        line=find_line(_text(spec.path), "verdict", "requires")) from None
 
 
 def _check_corpora(spec: Spec, label: str) -> None:

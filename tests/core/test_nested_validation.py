@@ -108,3 +108,39 @@ def test_cli_names_the_nested_key(tmp_path, cli):
     res = cli("validate", str(p))
     assert res.exit_code == 2
     assert "verdict.of[1].b.metrics" in res.output
+
+
+def test_a_preconditions_where_names_columns_of_the_probes_frame(tmp_path):
+    """A typo in `[[verdict.requires]] where` selected no rows and surfaced only at verdict time, as an error of
+    the run; `bench validate` now names it."""
+    text = (ROOT / "specs" / "notes" / "lora-worse-than-full-ft.toml").read_text()
+    old = 'where = { condition = "full_ft" }'
+    assert old in text
+    name = "lora-worse-than-full-ft.toml"
+    ok, bad = tmp_path / "ok" / "notes", tmp_path / "bad" / "notes"
+    for d, body in ((ok, text), (bad, text.replace(old, 'where = { conditon = "full_ft" }', 1))):
+        d.mkdir(parents=True)
+        (d / name).write_text(body)
+    check_spec(load_spec(ok / name))  # the shipped spec passes
+    with pytest.raises(SpecError) as exc:
+        check_spec(load_spec(bad / name))
+    msg = str(exc.value)
+    assert "[verdict.requires[1].where.conditon]" in msg, msg
+    assert "did you mean 'condition'" in msg and "not a column" in msg, msg
+
+
+@pytest.mark.parametrize("old,new,needle", [
+    ('where = { condition = "full_ft" }', 'where = "full_ft"', "where must be a table"),
+    ('min = 0.5                     #', '# min = 0.5                   #', "needs metric, why and min and/or max"),
+])
+def test_a_broken_precondition_is_refused_at_validate(tmp_path, old, new, needle):
+    """A precondition without a bound or with a `where` that is not a table was refused only when a run first
+    refuted the claim (a ValueError of that cell); now `bench validate` names it."""
+    text = (ROOT / "specs" / "notes" / "lora-worse-than-full-ft.toml").read_text()
+    assert text.count(old) == 1
+    d = tmp_path / "notes"
+    d.mkdir()
+    (d / "lora-worse-than-full-ft.toml").write_text(text.replace(old, new))
+    with pytest.raises(SpecError) as exc:
+        check_spec(load_spec(d / "lora-worse-than-full-ft.toml"))
+    assert "[verdict.requires]" in str(exc.value) and needle in str(exc.value), str(exc.value)
