@@ -30,9 +30,11 @@ mutation: $(STAMP)
 	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/python -m pip install --quiet -e ".[mutation]"
 	$(VENV)/bin/python scripts/mutation.py --jobs $(JOBS) --minutes $(MINUTES) $(if $(QUICK),--leave-out-slow) $(MODULES)
 
-# The claim catalogue, generated from the specs (not checked by a test: regenerate after editing a spec).
+# The claim catalogue and the probes' and rules' parameters, generated from the specs and the code (a test fails
+# when either is stale: regenerate after editing a spec or a probe's or rule's parameters).
 claims-doc: $(STAMP)
 	$(VENV)/bin/bench list specs/ --markdown -o docs/CLAIMS.md
+	$(VENV)/bin/bench describe --markdown -o docs/PARAMETERS.md
 
 clean:
 	rm -rf runs/ .pytest_cache

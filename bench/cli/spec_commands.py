@@ -53,6 +53,33 @@ def list_(paths, as_json, markdown, output):
     click.echo(f"wrote {output} ({len(specs)} claims)", err=True)
 
 
+@main.command(help="The probes and rules a spec may name (all, or those given), with each parameter's type, "
+                   "range and default.")
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per probe or rule.")
+@click.option("--markdown", is_flag=True, help="As Markdown (what docs/PARAMETERS.md holds).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write the text to this file instead of stdout.")
+@_verbosity_options
+@_guard
+def describe(names, as_json, markdown, output):
+    from bench.ground.errors import UsageError
+    from bench.report import vocabulary
+
+    try:
+        items = vocabulary.entries(names)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    text = (vocabulary.to_json if as_json else vocabulary.markdown if markdown else vocabulary.text)(items)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from bench.ground.store import atomic_write_bytes
+
+    atomic_write_bytes(output, text.encode("utf-8"))
+    click.echo(f"wrote {output} ({len(items)} probes and rules)", err=True)
+
+
 @main.command(help="Where the specs that commands use by default are (./specs, else the installed ones).")
 @click.option("--path", "path_only", is_flag=True, help="Print the folder only.")
 @_guard

@@ -315,7 +315,7 @@ def _params(fn: Callable) -> dict[str, Param]:
     table, default = _table(fn)
     if table is not None:
         return tables.fields(table, default)
-    hints = typing.get_type_hints(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)  # Annotated ranges (Probability, Count) kept
     out = {}
     for p in inspect.signature(fn).parameters.values():
         if p.kind is not inspect.Parameter.KEYWORD_ONLY:

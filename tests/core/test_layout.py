@@ -321,3 +321,16 @@ def test_the_committed_claim_catalogue_is_what_the_specs_say(tmp_path):
     assert res.exit_code == 0, res.output
     committed = (ROOT.parent / "docs" / "CLAIMS.md").read_text()
     assert out.read_text() == committed, "docs/CLAIMS.md is stale: run `make claims-doc`"
+
+
+def test_the_committed_parameter_reference_is_what_the_code_says():
+    """docs/PARAMETERS.md is generated from the registry (`make claims-doc`): the default a spec gets for a key it
+    leaves out is the code's, and a changed default or range without regenerating the page would tell spec
+    authors a value no run uses.  Run in a fresh process: tests register probes of their own in this one."""
+    import subprocess
+
+    res = subprocess.run([sys.executable, "-m", "bench", "describe", "--markdown"], capture_output=True, text=True,
+                         cwd=ROOT.parent, timeout=300)
+    assert res.returncode == 0, res.stderr
+    committed = (ROOT.parent / "docs" / "PARAMETERS.md").read_text()
+    assert res.stdout == committed, "docs/PARAMETERS.md is stale: run `make claims-doc`"
