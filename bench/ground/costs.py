@@ -39,6 +39,18 @@ ADAMW_BYTES = 28  # an AdamW step reads weight, gradient and two moments and wri
 NOT_GATED = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "falcon", "gpt_bigcode", "bloom")  # FFN types with two matrices
 
 
+def kv_heads(cfg, heads: int) -> int:
+    """The key/value heads a config declares: ``num_key_value_heads``, else the multi-query conventions of the
+    configs that name them their own way (Falcon: ``new_decoder_architecture`` with ``num_kv_heads``, else one
+    head when ``multi_query``; GPT-BigCode: ``multi_query``), else one per query head."""
+    n = getattr(cfg, "num_key_value_heads", None)
+    if n:
+        return int(n)
+    if getattr(cfg, "new_decoder_architecture", False) and getattr(cfg, "num_kv_heads", None):
+        return int(cfg.num_kv_heads)
+    return 1 if getattr(cfg, "multi_query", False) else heads
+
+
 @dataclass(frozen=True)
 class Shape:
     """What a cost depends on, read from a model's config (never from its name)."""
@@ -71,7 +83,7 @@ class Shape:
         heads = int(first("num_attention_heads", "n_head"))
         return cls(n_layers=int(first("num_hidden_layers", "n_layer")), d_model=d,
                    d_ff=int(first("intermediate_size", "n_inner", "ffn_dim", default=4 * d)), n_heads=heads,
-                   n_kv_heads=int(first("num_key_value_heads", default=heads)),
+                   n_kv_heads=kv_heads(cfg, heads),
                    head_dim=int(first("head_dim", default=d // heads)), vocab=int(first("vocab_size")),
                    tied=bool(getattr(config, "tie_word_embeddings", getattr(cfg, "tie_word_embeddings", True))),
                    gated=getattr(cfg, "model_type", "") not in NOT_GATED,

@@ -516,14 +516,11 @@ def test_unknown_norm_beside_the_blocks_raises():
 
 # ------------------------------------------------------------------------------------ 8. the plan's shape agrees
 
-_PLAN_KV_OFF = {"falcon", "falcon_new"}  # the plan reads num_key_value_heads; Falcon says multi_query/num_kv_heads
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="plan counts Falcon's "
-                                  "shared kv heads as full heads")) if n in _PLAN_KV_OFF else n for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_plan_shape_counts_the_block_matrices_arch_finds(name):
     """`bench plan` sizes a model from its config alone; its block parameters must be the matrices arch locates
-    (a gated count for Bloom's two-matrix FFN overstated them by a third)."""
+    (a gated count for Bloom's two-matrix FFN overstated them by a third; Falcon's shared key/value heads, named
+    `multi_query` / `num_kv_heads` in its config, were counted as one per query head)."""
     from bench.ground.costs import Shape
 
     model = build(name)
@@ -531,3 +528,15 @@ def test_plan_shape_counts_the_block_matrices_arch_finds(name):
     found = sum(A.get(model, p).weight.numel() for b in arch.blocks
                 for p in (b.q, b.k, b.v, b.qkv, b.o, *b.ffn_in, b.ffn_out) if p)
     assert Shape.from_config(model.config).block_params == found
+
+
+@pytest.mark.parametrize("make,kv", [
+    (lambda: tf.GPTBigCodeConfig(n_embd=D, n_layer=L, n_head=H, vocab_size=V), 1),  # multi-query by default
+    (lambda: tf.GPTBigCodeConfig(n_embd=D, n_layer=L, n_head=H, vocab_size=V, multi_query=False), H),
+    (lambda: tf.LlamaConfig(hidden_size=D, num_hidden_layers=L, num_attention_heads=H, num_key_value_heads=2,
+                            intermediate_size=2 * D, vocab_size=V), 2),
+])
+def test_the_plan_reads_shared_key_value_heads_from_each_configs_own_names(make, kv):
+    from bench.ground.costs import Shape
+
+    assert Shape.from_config(make()).n_kv_heads == kv
