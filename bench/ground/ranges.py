@@ -42,6 +42,7 @@ POSITIVE = Range(0, None, open_low=True)
 Probability = Annotated[float, PROBABILITY]  # a level, a quantile, a rate: strictly between 0 and 1
 Fraction = Annotated[float, FRACTION]  # a share: 0 to 1 inclusive
 Count = Annotated[int, COUNT]  # a number of things: at least 1
+NonNegative = Annotated[int, NON_NEGATIVE]  # a number of things that may be none (0 often means "off")
 Positive = Annotated[float, POSITIVE]  # a step size or tolerance
 
 # Parameters whose plain `int`/`float` annotation carries no Range get one from their name.  A name listed here
@@ -54,9 +55,14 @@ RANGES: Mapping[str, Range] = types.MappingProxyType({
     **{n: COUNT for n in ("batch", "micro_batch", "micro_tokens", "seq_len", "max_tokens", "max_new_tokens",
                           "doc_tokens", "eval_texts", "id_points", "pv_tokens", "selection_tokens", "steps",
                           "texts_per_step", "positions_per_text", "control_texts", "max_prefix", "prompt_words",
-                          "min_n")},
-    **{n: NON_NEGATIVE for n in ("skip_first", "skip_last", "hidden", "decoder_layers")},
-    **{n: POSITIVE for n in ("lr", "toy_lr", "eps")},
+                          "min_n", "max_new", "max_new_tokens_cot", "max_new_tokens_direct", "top_k", "shots", "epochs",
+                          "eval_batch", "sft_batch", "group", "lora_rank", "prefix")},
+    **{n: NON_NEGATIVE for n in ("skip_first", "skip_last", "hidden", "decoder_layers", "init_steps",
+                                 "curve_points", "max_pool", "split_halves")},
+    **{n: POSITIVE for n in ("lr", "toy_lr", "eps", "full_lr", "lr_lora", "lora_alpha", "temperature")},
+    **{n: FRACTION for n in ("warmup",)},  # a share of the steps
+    "dropout": Range(0, 1, open_high=True),
+    "weight_decay": Range(0, None),
     "lr_decoder": Range(0, None),
     "n_resamples": Range(200, MAX_COUNT),  # fewer bootstrap replicates cannot resolve a 95% interval's ends
     "min_abs": Range(0, None),

@@ -127,5 +127,5 @@ def text(items: list[dict[str, Any]]) -> str:
         lines.append(f"{e['kind']} {e['name']} ({e['family']}): {e['doc']}")
         for p in e["parameters"]:
             shown = "required" if p["required"] else f"default {p['default']}"
-            lines.append(f"    {p['name']}: {p['type']}{' in ' + p['range'] if p['range'] else ''}; {shown}")
+            lines.append(f"    {p['name']}: {p['type']}{', ' + p['range'] if p['range'] else ''}; {shown}")
     return "\n".join(lines) + "\n"

@@ -57,7 +57,7 @@ def test_the_command_prints_json_text_and_markdown_and_refuses_an_unknown_name()
     assert [p["default"] for p in json.loads(r.output)[0]["parameters"]][1:3] == ["12", "0.25"]
     r = CliRunner().invoke(main, ["describe", name])
     assert r.output.splitlines()[:3] == [f"probe {name} ({__name__}): Counts texts.",
-                                         "    corpus: str; required", "    n_texts: int in ≥ 1; default 12"]
+                                         "    corpus: str; required", "    n_texts: int, ≥ 1; default 12"]
     r = CliRunner().invoke(main, ["describe", name, "--markdown"])
     assert f"### `{name}`" in r.output and "| `rate` | float | (0, 1) | `0.25` |" in r.output
     assert "| `corpus` | str |  | required |" in r.output

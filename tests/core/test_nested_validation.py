@@ -144,3 +144,25 @@ def test_a_broken_precondition_is_refused_at_validate(tmp_path, old, new, needle
     with pytest.raises(SpecError) as exc:
         check_spec(load_spec(d / "lora-worse-than-full-ft.toml"))
     assert "[verdict.requires]" in str(exc.value) and needle in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("spec,old,new,key", [
+    ("knowledge/lora-learns-unknown-facts.toml", "measure.k = 4", "measure.k = 0", "measure.k"),
+    ("knowledge/lora-learns-unknown-facts.toml", "measure.k = 4", "measure.k = 4\nmeasure.dropout = 1.0",
+     "measure.dropout"),
+    ("generalization/rl-generalizes-sft-memorizes.toml", "measure.seeds = 2", "measure.seeds = 0", "measure.seeds"),
+    ("generalization/rl-generalizes-sft-memorizes.toml", "measure.seeds = 2", "measure.seeds = 2\n"
+     "measure.temperature = 0.0", "measure.temperature"),
+])
+def test_a_training_setting_out_of_range_is_refused_at_validate(tmp_path, spec, old, new, key):
+    """Zero prompts, zero seeds, a dropout of 1 or a temperature of 0 were refused only by the probe, after the
+    models had loaded (or not at all); each is now out of its parameter's range at `bench validate`."""
+    text = (ROOT / "specs" / spec).read_text()
+    assert text.count(old) == 1, old
+    d = tmp_path / spec.split("/")[0]
+    d.mkdir()
+    path = d / spec.split("/")[1]
+    path.write_text(text.replace(old, new))
+    with pytest.raises(SpecError) as exc:
+        check_spec(load_spec(path))
+    assert f"[{key}]" in str(exc.value) and "profile 'smoke'" in str(exc.value), str(exc.value)

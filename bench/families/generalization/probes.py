@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bench.ground.errors import BenchError
+from bench.ground.ranges import Count, NonNegative
 from bench.ground.registry import probe_def
 from bench.families.generalization import tasks
 from bench.families.generalization.schemas import StageScores
@@ -69,13 +70,13 @@ def _rows(metric: str, stage: str, values, split=None, sample=None, step=None, s
 
 @probe_def("sft_vs_rl", version=VERSION, schema=StageScores, metrics=METRICS)
 def sft_vs_rl(ctx, *, arms: list[str] = ["sft", "rl"],  # noqa: B006 (never mutated)
-              n_cards: int = 4, target: int = 24, ops: str = "+-*/", max_target: int = 100,
-              show_target: bool = True, demos: int = 0, demo_faces: bool = False,
+              n_cards: Count = 4, target: NonNegative = 24, ops: str = "+-*/", max_target: Count = 100,
+              show_target: bool = True, demos: NonNegative = 0, demo_faces: bool = False,
               n_init: int = 128, init_steps: int = 32, init_faces: bool = False,
               n_train: int = 256, n_eval: int = 128, steps: int = 100, batch: int = 8, group: int = 8,
               sft_batch: int = 8, lr: float = 1e-4, adapter: str = "lora", lora_rank: int = 8,
               max_new_tokens: int = 24, temperature: float = 1.0, micro_batch: int = 16, reward: str = "shaped",
-              seeds: int = 2, curve_points: int = 1) -> pd.DataFrame:
+              seeds: Count = 2, curve_points: int = 1) -> pd.DataFrame:
     """Held-out accuracy (in and out of distribution) of the base model, the SFT-initialised checkpoint, and
     after SFT / RL from that checkpoint at equal FLOPs, and after RL from the base model, per training seed.
 

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bench.ground.errors import SpecError
+from bench.ground.ranges import Count
 from bench.ground.registry import probe_def
 from bench.families.knowledge import study
 from bench.families.knowledge.schemas import CONDITIONS, KnowledgeFrame
@@ -39,11 +40,11 @@ METRICS = ("negative_shift", "positive_shift", "reliability", "fitted", "known_a
 
 @probe_def("knowledge_shift", version=3, schema=KnowledgeFrame, metrics=METRICS)
 def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int = 40, n_pool: int = 200,
-                    max_pool: int = 0, k: int = 10, shots: int = 4, max_new: int = 32, eval_batch: int = 32,
+                    max_pool: int = 0, k: Count = 10, shots: int = 4, max_new: int = 32, eval_batch: int = 32,
                     unknown: Literal["pool", "fictional"] = "pool", n_train: int = 10, n_mix: int = 10,
                     conditions: list[str] = ["uk_only"],  # noqa: B006 - never mutated
                     seeds: list[int] = [],  # noqa: B006 - empty: the run's seed
-                    r: int = 1, lora_alpha: float = 2.0, rslora: bool = True, dropout: float = 0.1,
+                    r: Count = 1, lora_alpha: float = 2.0, rslora: bool = True, dropout: float = 0.1,
                     targets: Targets = "ffn", lr: float = 1e-3, batch: int = 8, epochs: int = 10,
                     schedule: Literal["constant", "linear"] = "linear", full_lr: float = 1e-5,
                     loss: Literal["example", "answer"] = "example") -> pd.DataFrame:
