@@ -25,12 +25,19 @@ def validate(paths):
     click.echo(f"{len(specs)} spec{'s' if len(specs) != 1 else ''} OK")
 
 
+def _output_options(json_help: str, markdown_help: str):
+    """--json, --markdown and -o FILE, for the commands that print a document (see :func:`_emit`)."""
+    def wrap(fn):
+        fn = click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+                          help="Write the --json/--markdown text to this file instead of stdout.")(fn)
+        fn = click.option("--markdown", is_flag=True, help=markdown_help)(fn)
+        return click.option("--json", "as_json", is_flag=True, help=json_help)(fn)
+    return wrap
+
+
 @main.command("list", help="List the claims in spec files (default specs/, else the installed specs).")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per claim on stdout.")
-@click.option("--markdown", is_flag=True, help="The claim catalogue as Markdown (what docs/CLAIMS.md holds).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="Write the --json/--markdown text to this file instead of stdout.")
+@_output_options("One JSON object per claim on stdout.", "The claim catalogue as Markdown (docs/CLAIMS.md).")
 @_verbosity_options
 @_guard
 def list_(paths, as_json, markdown, output):
@@ -43,23 +50,13 @@ def list_(paths, as_json, markdown, output):
     if not (as_json or markdown):
         print_specs(specs)
         return
-    text = catalogue.markdown(specs) if markdown else catalogue.to_json(specs)
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    from bench.ground.store import atomic_write_bytes
-
-    atomic_write_bytes(output, text.encode("utf-8"))
-    click.echo(f"wrote {output} ({len(specs)} claims)", err=True)
+    _emit(catalogue.markdown(specs) if markdown else catalogue.to_json(specs), output, f"{len(specs)} claims")
 
 
 @main.command(help="The probes and rules a spec may name (all, or those given), with each parameter's type, "
                    "range and default.")
 @click.argument("names", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per probe or rule.")
-@click.option("--markdown", is_flag=True, help="As Markdown (what docs/PARAMETERS.md holds).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="Write the text to this file instead of stdout.")
+@_output_options("A JSON list, one object per probe or rule.", "As Markdown (docs/PARAMETERS.md).")
 @_verbosity_options
 @_guard
 def describe(names, as_json, markdown, output):
@@ -70,14 +67,19 @@ def describe(names, as_json, markdown, output):
         items = vocabulary.entries(names)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
-    text = (vocabulary.to_json if as_json else vocabulary.markdown if markdown else vocabulary.text)(items)
+    _emit((vocabulary.to_json if as_json else vocabulary.markdown if markdown else vocabulary.text)(items), output,
+          f"{len(items)} probes and rules")
+
+
+def _emit(text: str, output: Path | None, what: str) -> None:
+    """`text` on stdout, or written whole to `output` (atomically) with a line on stderr saying so."""
     if output is None:
         click.echo(text, nl=False)
         return
     from bench.ground.store import atomic_write_bytes
 
     atomic_write_bytes(output, text.encode("utf-8"))
-    click.echo(f"wrote {output} ({len(items)} probes and rules)", err=True)
+    click.echo(f"wrote {output} ({what})", err=True)
 
 
 @main.command(help="Where the specs that commands use by default are (./specs, else the installed ones).")
