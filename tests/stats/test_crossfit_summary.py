@@ -115,3 +115,38 @@ def test_texts_missing_a_layer_are_left_out():
     f = f[~((f["sample"] == 12) & (f["layer"] == 2))]  # text 12 lacks layer 2
     v = evaluate(f, "crossfit_summary", {**P, "min": 0.4})
     assert v.n == 12 and v.estimate == pytest.approx(0.6)
+
+
+def test_interval_and_p_are_a_bootstrap_over_texts_by_hand():
+    """Each resample of texts: the per-layer score from the drawn texts' summed resid and total, its median over
+    layers; the percentile interval at the expanded level for 12 texts, p the corrected share at or below the bound."""
+    from scipy import stats
+
+    from bench.stats import _boot_p, expanded_confidence
+
+    f = _frame()
+    rows = f[f["metric"].isin(["resid", "total"])]
+    R = rows[rows["metric"] == "resid"].pivot_table(index="sample", columns="layer", values="value").to_numpy()
+    T = rows[rows["metric"] == "total"].pivot_table(index="sample", columns="layer", values="value").to_numpy()
+
+    def median_score(i, axis=-1):
+        i = np.asarray(i)
+        return np.median(1 - R[i].sum(axis=-2) / T[i].sum(axis=-2), axis=-1)
+
+    for confidence, bound in [(0.95, 0.55), (0.8, 0.59)]:
+        v = evaluate(f, "crossfit_summary", {**P, "min": bound, "confidence": confidence, "n_resamples": 300,
+                                             "alpha": 0.2})
+        res = stats.bootstrap((np.arange(12),), median_score, vectorized=True, n_resamples=300, method="percentile",
+                              confidence_level=expanded_confidence(confidence, 12),
+                              random_state=np.random.default_rng(12345))
+        lo, hi = res.confidence_interval.low, res.confidence_interval.high
+        p = _boot_p(res.bootstrap_distribution, bound, +1, 12)
+        assert (v.ci_low, v.ci_high, v.p_value) == pytest.approx((lo, hi, p))
+        assert (v.alpha, v.effect) == (0.2, pytest.approx(0.6 - bound))
+        if confidence == 0.95:  # (the reason names 95% whatever the level: a shared wording of bench.stats)
+            assert v.reason == (f"0.6 median ≥ {bound:g}, 95% CI [{lo:.4g}, {hi:.4g}], p = {p:.3g} (p and CI over 12 "
+                                "units 'sample'); over 4 layers; N = 1000000 tokens = 125000.0 per hidden dimension")
+    v = evaluate(f, "crossfit_summary", {**P, "max": 0.65, "n_resamples": 300})
+    res = stats.bootstrap((np.arange(12),), median_score, vectorized=True, n_resamples=300, method="percentile",
+                          confidence_level=expanded_confidence(0.95, 12), random_state=np.random.default_rng(12345))
+    assert v.p_value == pytest.approx(_boot_p(res.bootstrap_distribution, 0.65, -1, 12))
