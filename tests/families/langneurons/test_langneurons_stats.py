@@ -1,0 +1,95 @@
+"""`bench.families.langneurons.stats` pinned where the streaming comparison in test_langneurons_measure.py cannot
+see: the shares and means of hand-made counts, the down projection's row norms read from the weights themselves,
+the top-k size rounded from `top_frac` (at least one neuron), the progress reported per micro-batch, and
+`gradient_norms` leaving the model's gradient flags as it found them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.families.langneurons import stats
+from bench.families.langneurons import text as tx
+from tests.families.langneurons.test_langneurons_measure import loaded, random_docs
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_shares_and_means_divide_by_the_token_count():
+    z = np.zeros((1, 2), np.int64)
+    s = stats.Stats(n_tokens=4, n_docs=2, n_pos=np.array([[1, 4]]), s_act=np.array([[2.0, -1.0]]), n_top=z)
+    assert s.p.tolist() == [[0.25, 1.0]] and s.mean.tolist() == [[0.5, -0.25]]
+    one = stats.Stats(n_tokens=1, n_docs=1, n_pos=np.array([[1, 0]]), s_act=np.array([[3.0, 0.0]]), n_top=z)
+    assert one.p.tolist() == [[1.0, 0.0]] and one.mean.tolist() == [[3.0, 0.0]]
+    empty = stats.Stats(n_tokens=0, n_docs=0, n_pos=z, s_act=np.zeros((1, 2)), n_top=z)  # no text: 0, not NaN
+    assert empty.p.tolist() == [[0.0, 0.0]] and empty.mean.tolist() == [[0.0, 0.0]]
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_down_row_norms_are_each_neurons_row_of_the_down_projection(family):
+    """llama's down_proj is an nn.Linear (d, F): neuron j is column j; gpt2's c_proj a Conv1D (F, d): row j."""
+    m = loaded(family)
+    got = stats.down_row_norms(m.hf, m.arch).numpy()
+    for layer in range(m.arch.n_layers):
+        if family == "llama":
+            w = m.hf.model.layers[layer].mlp.down_proj.weight.detach().numpy()  # (32, 64)
+            want = np.sqrt((w ** 2).sum(axis=0))
+        else:
+            w = m.hf.transformer.h[layer].mlp.c_proj.weight.detach().numpy()  # (128, 32)
+            want = np.sqrt((w ** 2).sum(axis=1))
+        assert got.shape == (m.arch.n_layers, m.arch.d_ffn)
+        np.testing.assert_allclose(got[layer], want, rtol=1e-6)
+
+
+def test_the_top_k_is_the_rounded_share_of_the_neurons_and_at_least_one():
+    """64 neurons a layer: top_frac 0.15 → round(9.6) = 10 per document, 0.001 → 1, 1.0 → every neuron."""
+    m = loaded("llama")
+    docs = random_docs(4, 10, m.hf.config.vocab_size)
+    for frac, k in [(0.15, 10), (0.001, 1), (1.0, 64)]:
+        got = stats.record(m, docs, top_frac=frac)
+        assert got.n_top.sum(axis=1).tolist() == [k * 4] * m.arch.n_layers, frac
+        assert got.n_top.max() <= 4
+
+
+def test_progress_is_the_share_of_documents_done_per_micro_batch():
+    m = loaded("llama")
+    docs = random_docs(5, 12, m.hf.config.vocab_size)
+    seen = []
+    got = stats.record(m, docs, top_frac=0.25, max_tokens=30, progress=lambda f, msg="": seen.append((f, msg)))
+    sizes = [len(rows) for rows in tx.groups(docs, max_tokens=30)]
+    assert len(sizes) > 1
+    assert seen == [(float(x) / 5, "activation statistics") for x in np.cumsum(sizes)]
+    assert got.n_docs == 5 and got.n_tokens == sum(len(d) - 1 for d in docs)
+
+
+def test_a_padded_batch_counts_no_padding_and_no_start_token():
+    """The same documents in one micro-batch (padded) or one at a time: the same counts."""
+    m = loaded("llama")
+    docs = random_docs(3, 9, m.hf.config.vocab_size, seed=4)  # lengths 9, 8, 7
+    together = stats.record(m, docs, top_frac=0.25, max_tokens=10_000)
+    alone = [stats.record(m, [d], top_frac=0.25) for d in docs]
+    assert together.n_tokens == 8 + 7 + 6 == sum(a.n_tokens for a in alone)
+    np.testing.assert_array_equal(together.n_pos, sum(a.n_pos for a in alone))
+    np.testing.assert_array_equal(together.n_top, sum(a.n_top for a in alone))
+    np.testing.assert_allclose(together.s_act, sum(a.s_act for a in alone), rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_norms_leave_the_gradient_flags_as_they_were():
+    m = loaded("llama", seed=2)
+    frozen = m.hf.model.embed_tokens.weight
+    frozen.requires_grad_(False)
+    before = {name: p.requires_grad for name, p in m.hf.named_parameters()}
+    assert not all(before.values())
+    g = stats.gradient_norms(m, random_docs(2, 8, m.hf.config.vocab_size, seed=1))
+    assert g.shape == (2, 64) and np.all(g > 0)
+    assert {name: p.requires_grad for name, p in m.hf.named_parameters()} == before
+    assert all(p.grad is None for p in m.hf.parameters())
+
+
+def test_neuron_axis_of_linear_and_conv1d():
+    """nn.Linear stores (out, in): gate/up neurons are rows (axis 0), down's are columns (axis 1); Conv1D the reverse."""
+    lin = torch.nn.Linear(4, 6)
+    assert stats._neuron_axis(lin, "in") == 0 and stats._neuron_axis(lin, "out") == 1
+    gpt2 = loaded("gpt2").hf.transformer.h[0].mlp
+    assert stats._neuron_axis(gpt2.c_fc, "in") == 1 and stats._neuron_axis(gpt2.c_proj, "out") == 0
