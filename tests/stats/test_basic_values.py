@@ -180,6 +180,13 @@ def test_paired_difference_equal_to_min_everywhere_has_p_one():
     assert (v.outcome, v.p_value, v.ci_low, v.ci_high, v.estimate) == (Outcome.INCONCLUSIVE, 1.0, None, None, 1.0)
     assert np.isnan(v.effect)  # no spread: d_z undefined
     assert v.reason.startswith("1, no interval: all 6 units gave the same value vs ≥ 1, p = 1")
+    # differences equal to min up to rounding (0.1 added and taken away again): still p = 1, not a signed-rank test
+    b = np.array([0.2, 0.7, 1.3, 2.9, 3.1, 0.4])
+    assert np.any((b + 0.1) - b - 0.1 != 0)
+    assert evaluate(pair(b + 0.1, b), "paired_difference", {**AB, "min": 0.1}).p_value == 1.0
+    # one text: no spread, no d_z
+    v = evaluate(pair([3.0], [2.0]), "paired_difference", {**AB, "min_n": 1})
+    assert v.n == 1 and np.isnan(v.effect) and v.estimate == 1.0
 
 
 def test_paired_difference_refusals():
@@ -187,8 +194,8 @@ def test_paired_difference_refusals():
     assert (v.outcome, v.reason, v.rule, v.metric, v.alpha, v.n) == (
         Outcome.INCONCLUSIVE, "no sample has both sides", "paired_difference", "a − b", 0.1, None)
     v = evaluate(pair(2 + D, [2.0] * 6, start_b=2), "paired_difference", {**AB, "min": 0.5, "alpha": 0.1})
-    assert (v.outcome, v.reason, v.n, v.threshold, v.alpha) == (
-        Outcome.INCONCLUSIVE, "only 4 paired samples (< 5)", 4, "≥ 0.5", 0.1)  # texts 2–5 have both sides
+    assert (v.outcome, v.reason, v.n, v.threshold, v.alpha, v.rule, v.metric) == (
+        Outcome.INCONCLUSIVE, "only 4 paired samples (< 5)", 4, "≥ 0.5", 0.1, "paired_difference", "a − b")
     assert v.estimate == pytest.approx(np.mean(D[2:]))
     v = evaluate(pair(2 + D, [2.0] * 6, start_b=2), "paired_difference", {**AB, "min_n": 4})
     assert v.n == 4 and v.p_value is not None  # min_n itself is enough
@@ -198,7 +205,8 @@ def test_paired_difference_refusals():
     f = pair(2 + D, [2.0] * 6)
     f.attrs["notes"] = ["b was skipped"]
     v = evaluate(f, "paired_difference", {"a": {"metric": "a"}, "b": {"metric": "c"}})
-    assert (v.reason, v.metric) == ("the frame has no rows for {'metric': 'c'} (b was skipped)", "a − c")
+    assert (v.reason, v.metric, v.rule) == (
+        "the frame has no rows for {'metric': 'c'} (b was skipped)", "a − c", "paired_difference")
     v = evaluate(f, "paired_difference", {"a": {"metric": "z", "layer": 1}, "b": {"metric": "b"}})
     assert (v.reason, v.metric) == ("the frame has no rows for {'metric': 'z', 'layer': 1} (b was skipped)", "z,1 − b")
 
@@ -213,6 +221,7 @@ def test_paired_zero_one_values_use_the_exact_mcnemar_test():
     assert (v.ci_low, v.ci_high) == pytest.approx((lo, hi)) and v.estimate == pytest.approx(0.4)
     d = np.array(a, float) - np.array(b, float)
     assert v.effect == pytest.approx(d.mean() / d.std(ddof=1)) and v.n == 10 and v.threshold == "≥ 0"
+    assert (v.rule, v.metric, v.effect_name) == ("paired_difference", "a − b", "Cohen's d_z")
     assert v.reason == (f"0.4, exact 95% CI [{lo:.4g}, {hi:.4g}], exact McNemar: 5 samples only under a, 1 only "
                         "under b, p = 0.109 (p and CI over 10 units 'sample')")
     v = evaluate(pair(a, b), "paired_difference", {**AB, "confidence": 0.8})
@@ -221,6 +230,9 @@ def test_paired_zero_one_values_use_the_exact_mcnemar_test():
     v = evaluate(pair(2 + D, [0, 1, 0, 1, 0, 1]), "paired_difference", {**AB, "min": 0.5})
     assert v.effect_name == "Cohen's d_z" and v.estimate == pytest.approx(np.mean(2 + D) - 0.5)
     assert evaluate(pair([0, 1, 0, 1, 0, 1], 2 + D), "paired_difference", {**AB, "min": -9}).n == 6
+    # six texts, 5 against 0: an exact test needs no bootstrap calibration, so it decides (p = 1/32)
+    v = evaluate(pair([1] * 5 + [0], [0] * 6), "paired_difference", AB)
+    assert (v.outcome, v.n, v.p_value) == (Outcome.SUPPORTED, 6, pytest.approx(1 / 32))
     with pytest.raises(ValueError) as err:
         evaluate(pair(a, b), "paired_difference", {**AB, "min": 0.1})
     assert str(err.value) == "paired_difference on 0/1 values tests with McNemar, which needs min = 0"
@@ -246,6 +258,7 @@ def test_paired_difference_of_best_groups_is_a_bootstrap_over_units():
     d = ca.mean(axis=1) - cb.mean(axis=1)
     assert v.effect == pytest.approx(d.mean() / d.std(ddof=1)) and v.effect_name == "Cohen's d_z"
     assert v.reason.endswith(" (p and CI over 12 units 'sample')") and v.metric == "x − y"
+    assert (v.rule, v.threshold) == ("paired_difference", "≥ 0.1")
 
 
 def baseline_frame(observed, n=199):
@@ -270,6 +283,8 @@ def test_exceeds_baseline_rank_p_quantile_and_z_by_hand():
     assert (v.outcome, v.reason, v.alpha) == (Outcome.INCONCLUSIVE, "197.5 exceeds q0.99 but p = 0.015 ≥ α", 0.01)
     v = evaluate(baseline_frame([198.0]), "exceeds_baseline", OB)
     assert v.p_value == pytest.approx(3 / 200)  # the draw equal to it counts: 198 and 199
+    v = evaluate(baseline_frame([198.0]), "exceeds_baseline", {**OB, "alpha": 3 / 200})
+    assert v.outcome is Outcome.INCONCLUSIVE  # p = α is not below it
     v = evaluate(baseline_frame([197.0, 198.0]), "exceeds_baseline", {**OB, "quantile": 0.5})
     assert v.threshold == "> q0.5 of baseline (100)" and v.reason == "197.5 exceeds the baseline's q0.5 = 100"
 
@@ -299,15 +314,23 @@ def test_exceeds_baseline_refuted_and_too_few_draws():
     assert v.reason == ("could not have shown the effect: the rule states no sensitivity (150 does not exceed the "
                         "baseline's q0.99 = 197)")
     # 0.99 needs 100 draws: 99 are refused, 100 decide
-    v = evaluate(baseline_frame([500.0], n=99), "exceeds_baseline", OB)
-    assert (v.outcome, v.reason, v.n, v.p_value) == (
-        Outcome.INCONCLUSIVE, "99 baseline draws cannot resolve the 0.99 quantile", 99, pytest.approx(1 / 100))
+    v = evaluate(baseline_frame([500.0], n=99), "exceeds_baseline", {**OB, "alpha": 0.1})
+    assert (v.outcome, v.reason, v.n, v.p_value, v.metric, v.alpha) == (
+        Outcome.INCONCLUSIVE, "99 baseline draws cannot resolve the 0.99 quantile", 99, pytest.approx(1 / 100),
+        "observed", 0.1)
+    # 99 draws at the 0.95 quantile: the smallest attainable p is 1/100, below α = 0.015, so a REFUTED stands
+    v = evaluate(baseline_frame([10.0], n=99), "exceeds_baseline", {**OB, "quantile": 0.95, "alpha": 0.015})
+    assert v.outcome is Outcome.REFUTED
+    assert v.sensitivity == "exact comparison with 99 baseline draws (smallest attainable p 0.01 < α)"
+    v = evaluate(baseline_frame([500.0], n=1), "exceeds_baseline", OB)  # one draw: no spread, refused
+    assert v.reason == "1 baseline draws cannot resolve the 0.99 quantile"
     assert v.threshold.startswith("> q0.99 of baseline (") and v.rule == "exceeds_baseline" and v.estimate == 500
     assert evaluate(baseline_frame([500.0], n=100), "exceeds_baseline", OB).outcome is Outcome.SUPPORTED
     f = baseline_frame([1.0])
     f.attrs["notes"] = ["none"]
-    assert evaluate(f, "exceeds_baseline", {**OB, "baseline": {"kind": "x"}}).reason == (
-        "the frame has no rows for {'kind': 'x'} (none)")
+    v = evaluate(f, "exceeds_baseline", {**OB, "baseline": {"kind": "x"}})
+    assert (v.reason, v.rule, v.metric) == ("the frame has no rows for {'kind': 'x'} (none)", "exceeds_baseline",
+                                            "observed")
     assert evaluate(f, "exceeds_baseline", {**OB, "observed": {"kind": "y"}}).reason == (
         "the frame has no rows for {'kind': 'y'} (none)")
 
@@ -350,5 +373,7 @@ def test_the_arms_of_threshold_and_paired_difference():
     assert arm.table.shape == (12, 8)  # four heads a side
     m = arm.table.to_numpy()
     assert float(arm.stat(m)) == pytest.approx(m[:, :4].mean(axis=0).max() - m[:, 4:].mean(axis=0).max())
+    v = control.ARMS["paired_difference"](pair(2 + D, [2.0] * 6), a={"metric": "z"}, b={"metric": "b"})
+    assert v.reason == "the frame has no rows for {'metric': 'z'}"
     v = control.ARMS["paired_difference"](pair(2 + D, [2.0] * 6), a={"metric": "a"}, b={"metric": "c"})
     assert (v.reason, v.metric, v.rule) == ("the frame has no rows for {'metric': 'c'}", "a − c", "paired_difference")
