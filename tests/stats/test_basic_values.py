@@ -74,12 +74,20 @@ def test_threshold_on_zero_one_values_is_the_exact_binomial_test():
     assert v.p_value == pytest.approx(11 / 1024) and (v.ci_low, v.ci_high) == pytest.approx((lo, hi))
     assert (v.outcome, v.n, v.threshold, v.effect_name) == (Outcome.SUPPORTED, 10, "≥ 0.5", "margin")
     assert v.estimate == pytest.approx(0.9) and v.effect == pytest.approx(0.4)
+    assert (v.rule, v.metric) == ("threshold", "m")
     assert v.reason == (f"9 of 10 = 0.9, Clopper–Pearson 95% CI [{lo:.4g}, {hi:.4g}], exact binomial test vs ≥ 0.5, "
                         "p = 0.0107 (p and CI over 10 units 'sample')")
     v = evaluate(sample_frame([1] * 9 + [0]), "threshold", {"metric": "m", "max": 0.5})
     assert v.p_value == pytest.approx(1 - 1 / 1024) and v.outcome is Outcome.REFUTED  # P(X ≤ 9)
     # the exact power of a REFUTED 0/1 claim: the interval lies on the other side, so at any power
     assert v.sensitivity.startswith("the interval lies wholly on the other side")
+    # 1 of 10 against a smallest effect of 0.55 over the bound ½: the exact test rejects from 9 successes on
+    # (P(X ≥ 9 | ½) = 11/1024), so its power is P(X ≥ 9 | 0.55) — too small for the REFUTED to stand
+    v = evaluate(sample_frame([1] + [0] * 9), "threshold", {"metric": "m", "min": 0.5, "smallest_effect": 0.55})
+    power = 10 * 0.55 ** 9 * 0.45 + 0.55 ** 10
+    assert v.outcome is Outcome.INCONCLUSIVE
+    assert v.reason.startswith(f"could not have shown the effect: power {power:.2f} at smallest effect 0.55 vs bound "
+                               "0.5 (the spec) with n = 10; about ")
 
 
 def test_threshold_worst_case_over_rows():
@@ -128,6 +136,7 @@ def test_threshold_of_the_best_group_is_a_bootstrap_over_units():
     assert (v.ci_low, v.ci_high) == pytest.approx((res.confidence_interval.low, res.confidence_interval.high))
     assert v.p_value == pytest.approx(_boot_p(res.bootstrap_distribution, 0.5, +1, 12))
     assert v.reason.endswith(" (p and CI over 12 units 'sample')") and v.n == 12
+    assert (v.rule, v.metric, v.threshold, v.effect_name) == ("threshold", "score", "≥ 0.5", "margin")
     v = evaluate(f, "threshold", {**p, "max": 0.8})
     assert v.p_value == pytest.approx(_boot_p(res.bootstrap_distribution, 0.8, -1, 12))
     # `where` narrows the rows first: layer 0 alone, whose best head is (0, 1)
