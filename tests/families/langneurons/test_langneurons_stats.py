@@ -93,3 +93,30 @@ def test_neuron_axis_of_linear_and_conv1d():
     assert stats._neuron_axis(lin, "in") == 0 and stats._neuron_axis(lin, "out") == 1
     gpt2 = loaded("gpt2").hf.transformer.h[0].mlp
     assert stats._neuron_axis(gpt2.c_fc, "in") == 1 and stats._neuron_axis(gpt2.c_proj, "out") == 0
+
+
+def test_gradient_norms_of_a_soft_capped_head_follow_the_capped_loss():
+    """gemma3 with final_logit_softcapping = 0.5: the loss is taken on 0.5·tanh(logits / 0.5), the logits the model
+    itself returns; against the summed loss's gradient by hand, the norms in float64."""
+    from bench.models import arch as arch_mod
+
+    m = loaded("gemma3", seed=2, final_logit_softcapping=0.5)
+    docs = random_docs(2, 8, m.hf.config.vocab_size, seed=3)
+    got = stats.gradient_norms(m, docs)
+    assert got.dtype == np.float64
+    hf = m.hf
+    hf.zero_grad()
+    total = 0.0
+    for d in docs:
+        ids = torch.tensor([d])
+        logits = hf(input_ids=ids).logits[0, :-1].float()  # the model caps its own logits
+        assert logits.abs().max() <= 0.5
+        total = total + torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum")
+    total.backward()
+    F = m.arch.d_ffn
+    for layer, b in enumerate(m.arch.blocks):
+        sq = torch.zeros(F, dtype=torch.float64)
+        for path in b.ffn_in:  # gate and up: (F, d), neuron j is row j
+            sq += arch_mod.get(hf, path).weight.grad.double().pow(2).sum(dim=1)
+        sq += arch_mod.get(hf, b.ffn_out).weight.grad.double().pow(2).sum(dim=0)  # down: (d, F), column j
+        np.testing.assert_allclose(got[layer], sq.sqrt().numpy(), rtol=1e-3, atol=1e-6)
