@@ -120,3 +120,37 @@ def test_gradient_norms_of_a_soft_capped_head_follow_the_capped_loss():
             sq += arch_mod.get(hf, path).weight.grad.double().pow(2).sum(dim=1)
         sq += arch_mod.get(hf, b.ffn_out).weight.grad.double().pow(2).sum(dim=0)  # down: (d, F), column j
         np.testing.assert_allclose(got[layer], sq.sqrt().numpy(), rtol=1e-3, atol=1e-6)
+
+
+def test_counts_are_integers_and_activation_sums_float64():
+    """The dtypes `Stats` documents: n_pos and n_top int64 counts, s_act a float64 sum (no float32 rounding)."""
+    m = loaded("llama")
+    got = stats.record(m, random_docs(2, 6, m.hf.config.vocab_size), top_frac=0.25)
+    assert (got.n_pos.dtype, got.n_top.dtype, got.s_act.dtype) == (np.int64, np.int64, np.float64)
+
+
+def test_gradient_norms_of_a_fused_input_projection_with_a_bias():
+    """phi3's [gate | up] in one linear, given a bias: neuron j owns bias entries j and F + j."""
+    from bench.models import arch as arch_mod
+
+    m = loaded("phi3", seed=1)
+    block = m.arch.blocks[0]
+    (path,) = block.ffn_in
+    old = arch_mod.get(m.hf, path)
+    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        new.weight.copy_(old.weight)
+        new.bias.normal_()
+    parent, name = path.rsplit(".", 1)
+    setattr(arch_mod.get(m.hf, parent), name, new)
+    docs = random_docs(2, 8, m.hf.config.vocab_size, seed=6)
+    got = stats.gradient_norms(m, docs)
+    m.hf.zero_grad()
+    for d in docs:
+        ids = torch.tensor([d])
+        (m.hf(input_ids=ids, labels=ids).loss * (len(d) - 1)).backward()
+    F = m.arch.d_ffn
+    sq = new.weight.grad.double().pow(2).sum(dim=1) + new.bias.grad.double().pow(2)  # (2F,)
+    sq = sq[:F] + sq[F:]
+    sq += arch_mod.get(m.hf, block.ffn_out).weight.grad.double().pow(2).sum(dim=0)
+    np.testing.assert_allclose(got[0], sq.sqrt().numpy(), rtol=1e-3, atol=1e-6)
