@@ -154,3 +154,24 @@ def test_gradient_norms_of_a_fused_input_projection_with_a_bias():
     sq = sq[:F] + sq[F:]
     sq += arch_mod.get(m.hf, block.ffn_out).weight.grad.double().pow(2).sum(dim=0)
     np.testing.assert_allclose(got[0], sq.sqrt().numpy(), rtol=1e-3, atol=1e-6)
+
+
+def test_an_activation_of_exactly_zero_is_not_counted_as_firing():
+    """A ReLU llama: many activations are exactly 0, and LAPE's p counts only those > 0."""
+    from bench.models import hooks
+
+    m = loaded("llama", hidden_act="relu")
+    docs = random_docs(2, 9, m.hf.config.vocab_size, seed=2)
+    got = stats.record(m, docs, top_frac=0.25)
+    want = np.zeros_like(got.n_pos)
+    zeros = 0
+    with torch.no_grad():
+        for d in docs:
+            with hooks.capture(m.hf, [b.ffn_act for b in m.arch.blocks]) as acts:
+                m.hf(input_ids=torch.tensor([d]))
+            for layer, b in enumerate(m.arch.blocks):
+                act = acts[b.ffn_act][0][0, 1:]  # the start token is left out
+                want[layer] += (act > 0).sum(0).numpy()
+                zeros += int((act == 0).sum())
+    assert zeros > 100
+    np.testing.assert_array_equal(got.n_pos, want)
