@@ -61,6 +61,9 @@ def test_progress_is_the_share_of_documents_done_per_micro_batch():
     assert len(sizes) > 1
     assert seen == [(float(x) / 5, "activation statistics") for x in np.cumsum(sizes)]
     assert got.n_docs == 5 and got.n_tokens == sum(len(d) - 1 for d in docs)
+    seen.clear()
+    stats.record(m, docs[:1], top_frac=0.25, progress=lambda f, msg="": seen.append((f, msg)))
+    assert seen == [(1.0, "activation statistics")]  # one document: done once it is done
 
 
 def test_a_padded_batch_counts_no_padding_and_no_start_token():
