@@ -115,3 +115,87 @@ def test_texts_missing_a_layer_are_left_out():
     f = f[~((f["sample"] == 12) & (f["layer"] == 2))]  # text 12 lacks layer 2
     v = evaluate(f, "crossfit_summary", {**P, "min": 0.4})
     assert v.n == 12 and v.estimate == pytest.approx(0.6)
+
+
+def test_interval_and_p_are_a_bootstrap_over_texts_by_hand():
+    """Each resample of texts: the per-layer score from the drawn texts' summed resid and total, its median over
+    layers; the percentile interval at the expanded level for 12 texts, p the corrected share at or below the bound."""
+    from scipy import stats
+
+    from bench.stats import _boot_p, expanded_confidence
+
+    f = _frame()
+    rows = f[f["metric"].isin(["resid", "total"])]
+    R = rows[rows["metric"] == "resid"].pivot_table(index="sample", columns="layer", values="value").to_numpy()
+    T = rows[rows["metric"] == "total"].pivot_table(index="sample", columns="layer", values="value").to_numpy()
+
+    def median_score(i, axis=-1):
+        i = np.asarray(i)
+        return np.median(1 - R[i].sum(axis=-2) / T[i].sum(axis=-2), axis=-1)
+
+    for confidence, bound in [(0.95, 0.55), (0.8, 0.59)]:
+        v = evaluate(f, "crossfit_summary", {**P, "min": bound, "confidence": confidence, "n_resamples": 300,
+                                             "alpha": 0.2})
+        res = stats.bootstrap((np.arange(12),), median_score, vectorized=True, n_resamples=300, method="percentile",
+                              confidence_level=expanded_confidence(confidence, 12),
+                              random_state=np.random.default_rng(12345))
+        lo, hi = res.confidence_interval.low, res.confidence_interval.high
+        p = _boot_p(res.bootstrap_distribution, bound, +1, 12)
+        assert (v.ci_low, v.ci_high, v.p_value) == pytest.approx((lo, hi, p))
+        assert (v.alpha, v.effect) == (0.2, pytest.approx(0.6 - bound))
+        if confidence == 0.95:  # (the reason names 95% whatever the level: a shared wording of bench.stats)
+            assert v.reason == (f"0.6 median ≥ {bound:g}, 95% CI [{lo:.4g}, {hi:.4g}], p = {p:.3g} (p and CI over 12 "
+                                "units 'sample'); over 4 layers; N = 1000000 tokens = 125000.0 per hidden dimension")
+    v = evaluate(f, "crossfit_summary", {**P, "max": 0.65, "n_resamples": 300})
+    res = stats.bootstrap((np.arange(12),), median_score, vectorized=True, n_resamples=300, method="percentile",
+                          confidence_level=expanded_confidence(0.95, 12), random_state=np.random.default_rng(12345))
+    assert v.p_value == pytest.approx(_boot_p(res.bootstrap_distribution, 0.65, -1, 12))
+
+
+def test_refusals_carry_the_rules_fields():
+    few = evaluate(_frame(n=8), "crossfit_summary", {**P, "max": 0.7, "alpha": 0.1})
+    assert (few.rule, few.metric, few.threshold, few.alpha, few.n) == (
+        "crossfit_summary", "median cross-fitted score", "median ≤ 0.7", 0.1, 8)
+    thin = evaluate(_frame(tokens=100, hidden=8), "crossfit_summary", {**P, "reduce": "max", "min": 0.4, "alpha": 0.1})
+    assert (thin.rule, thin.metric, thin.threshold, thin.alpha, thin.n) == (
+        "crossfit_summary", "max cross-fitted score", "max ≥ 0.4", 0.1, 12)
+    assert thin.estimate == pytest.approx(0.8) and thin.p_value is None
+    gone = evaluate(_frame()[lambda f: f["metric"] != "total"], "crossfit_summary", {**P, "reduce": "min", "min": 0.4})
+    assert (gone.rule, gone.metric) == ("crossfit_summary", "min cross-fitted score")
+
+
+def test_no_text_with_both_sums_gives_no_estimate():
+    f = _frame()
+    f = f[~((f["metric"] == "resid") & (f["sample"] < 6)) & ~((f["metric"] == "total") & (f["sample"] >= 6))]
+    v = evaluate(f, "crossfit_summary", {**P, "min": 0.4})
+    assert v.outcome is Outcome.INCONCLUSIVE and v.reason == "only 0 samples (< 10) and 4 layers"
+    assert np.isnan(v.estimate)
+
+
+def test_one_layer_left_is_enough_to_decide():
+    v = evaluate(_frame(), "crossfit_summary", {**P, "min": 0.4, "skip_first": 3})
+    assert v.estimate == pytest.approx(0.1) and v.outcome is Outcome.REFUTED  # layer 3 alone: 0.1
+    assert "over 1 layers" in v.reason
+
+
+def test_only_layers_with_both_sums_count_and_a_text_missing_one_sum_is_left_out():
+    f = _frame(n=13)
+    extra = f[(f["metric"] == "resid") & (f["layer"] == 3)].assign(layer=4)  # resid of a layer without totals
+    f = f[~((f["sample"] == 12) & (f["layer"] == 2) & (f["metric"] == "resid"))]  # text 12 lacks one resid
+    v = evaluate(pd.concat([f, extra], ignore_index=True), "crossfit_summary", {**P, "min": 0.4})
+    assert v.n == 12 and v.estimate == pytest.approx(0.6) and "over 4 layers" in v.reason
+
+
+def test_skips_are_checked_against_the_named_column():
+    f = _frame().rename(columns={"layer": "block"})
+    with pytest.raises(ValueError) as err:
+        evaluate(f, "crossfit_summary", {**P, "min": 0.1, "over": "block", "skip_first": 4})
+    assert str(err.value) == "skip_first = 4 and skip_last = 0 leave none of this model's 4 blocks"
+
+
+def test_reported_metrics_skip_the_last_layers_too():
+    extra = tuple((s, layer, "in_sample", 0.9 - 0.1 * layer) for s in range(2) for layer in range(4))
+    v = evaluate(_frame(extra=extra), "crossfit_summary",
+                 {**P, "reduce": "min", "min": 0.05, "report": ["in_sample"], "skip_last": 2})
+    assert v.estimate == pytest.approx(0.5)  # layers 0–1: scores 0.8, 0.5
+    assert "; in_sample min 0.8; " in v.reason  # layers 0–1 of in_sample: 0.9, 0.8
