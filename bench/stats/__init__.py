@@ -262,6 +262,11 @@ def _boot_p(boot: np.ndarray, bound: float, side: int, n: int | None = None) -> 
     return float(stats.t.cdf(z * math.sqrt((n - 1) / n), n - 1))
 
 
+def ci_name(confidence: float) -> str:
+    """How a reason names an interval at `confidence`: "95% CI", "90% CI", "97.5% CI"."""
+    return f"{100 * confidence:.10g}% CI"
+
+
 def unit_note(unit: str, n: int) -> str:
     """How a rule names its resampling unit in a reason: which column, how many distinct values."""
     return f"p and CI over {n} units '{unit}'"
@@ -269,7 +274,7 @@ def unit_note(unit: str, n: int) -> str:
 
 def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effect, effect_name,
             detail: str | None = None, unit: str | None = None, resampled: bool = True,
-            binary: bool = False) -> Verdict:
+            binary: bool = False, confidence: float = 0.95) -> Verdict:
     """The shared policy (module docstring).  `detail`, when given, replaces the default estimate-and-CI text;
     `unit`, when given, names the resampling unit (and `n` its count) at the end of the reason.  `resampled`:
     the interval and p come from a bootstrap (below :data:`CALIBRATED_MIN_N` units the rule does not decide);
@@ -279,7 +284,7 @@ def _decide(rule, metric, est, lo, hi, p, n, bound, side, label, alpha, *, effec
     lo, hi, widened = sensitivity.holding(est, lo, hi)
     right = est > bound if side > 0 else est < bound  # an estimate on the bound is not on the claimed side
     ci_wrong = hi < bound if side > 0 else lo > bound
-    ci = f"95% CI [{lo:.4g}, {hi:.4g}]"
+    ci = f"{ci_name(confidence)} [{lo:.4g}, {hi:.4g}]"
     if not (np.isfinite(lo) and np.isfinite(hi)) and detail is None:
         ci = f"no interval: all {n} units gave the same value"
     if resampled and n < CALIBRATED_MIN_N:

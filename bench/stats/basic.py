@@ -21,6 +21,7 @@ from bench.stats import (
     _bootstrap,
     _bound,
     _decide,
+    ci_name,
     _label,
     _matrix,
     _missing,
@@ -81,16 +82,16 @@ def threshold(
         p, lo, hi = exact.one_sample(k, n, bound, side, confidence)
         return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha, effect=est - bound,
                        effect_name="margin", unit=unit, resampled=False, binary=True,
-                       detail=f"{k} of {n} = {est:.4g}, Clopper–Pearson 95% CI [{lo:.4g}, {hi:.4g}], exact binomial "
-                              f"test vs {label}")
+                       detail=f"{k} of {n} = {est:.4g}, Clopper–Pearson {ci_name(confidence)} [{lo:.4g}, {hi:.4g}], "
+                              f"exact binomial test vs {label}", confidence=confidence)
     if reduce == "mean":
         p, lo, hi = _t_test(mat.mean(axis=1), bound, side, confidence)
         return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha,
-                       effect=est - bound, effect_name="margin", unit=unit, resampled=False)
+                       effect=est - bound, effect_name="margin", unit=unit, resampled=False, confidence=confidence)
     lo, hi, boot = _bootstrap(lambda m: stat(m), mat, confidence, n_resamples, bca=False)
     p = _boot_p(boot, bound, side, n)
     return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha,
-                   effect=est - bound, effect_name="margin", unit=unit)
+                   effect=est - bound, effect_name="margin", unit=unit, confidence=confidence)
 
 
 def _t_test(values: np.ndarray, bound: float, side: int, confidence: float) -> tuple[float, float, float]:
@@ -156,22 +157,22 @@ def paired_difference(
         p, lo, hi = exact.paired(n10, n01, n, confidence)
         return _decide("paired_difference", metric, est, lo, hi, p, n, min, +1, label, alpha, effect=dz,
                        effect_name="Cohen's d_z", unit=unit, resampled=False,
-                       detail=f"{est:.4g}, exact 95% CI [{lo:.4g}, {hi:.4g}], exact McNemar: {n10} {unit}s only "
-                              f"under a, {n01} only under b")
+                       detail=f"{est:.4g}, exact {ci_name(confidence)} [{lo:.4g}, {hi:.4g}], exact McNemar: {n10} "
+                              f"{unit}s only under a, {n01} only under b", confidence=confidence)
     if reduce == "mean":
         shifted = d - min
         _, lo, hi = _t_test(shifted, 0.0, +1, confidence)
         lo, hi = lo + min, hi + min
         p = 1.0 if np.allclose(shifted, 0) else float(stats.wilcoxon(shifted, alternative="greater").pvalue)
         return _decide("paired_difference", metric, est, lo, hi, p, n, min, +1, label, alpha,
-                       effect=dz, effect_name="Cohen's d_z", unit=unit, resampled=False)
+                       effect=dz, effect_name="Cohen's d_z", unit=unit, resampled=False, confidence=confidence)
     both = np.concatenate([A, B], axis=1)
     ka = A.shape[1]
     lo, hi, boot = _bootstrap(lambda m: stat(m[..., :ka]) - stat(m[..., ka:]), both, confidence, n_resamples,
                               bca=False)
     p = _boot_p(boot, min, +1, n)
     return _decide("paired_difference", metric, est, lo, hi, p, n, min, +1, label, alpha,
-                   effect=dz, effect_name="Cohen's d_z", unit=unit)
+                   effect=dz, effect_name="Cohen's d_z", unit=unit, confidence=confidence)
 
 
 @rule_def("exceeds_baseline", sentence=words.exceeds_baseline)

@@ -74,7 +74,7 @@ def trend(
     lo, hi, boot = _bootstrap(lambda x: _spearman_rows(x, levels), m, confidence, n_resamples, bca=False)
     p = _boot_p(boot, bound, side, m.shape[0])
     return _decide("trend", metric, est, lo, hi, p, m.shape[0], bound, side, label, alpha, effect=est,
-                   effect_name="Spearman ρ", unit=unit)
+                   effect_name="Spearman ρ", unit=unit, confidence=confidence)
 
 
 @rule_def("layer_majority", band=True, sentence=words.layer_majority)
@@ -111,7 +111,7 @@ def layer_majority(
     means = m.mean(axis=0)
     return _majority("layer_majority", metric, est, lo, hi, p, m.shape[1], alpha, over,
                      f"per-{over} means from {means.min():.3g} to {means.max():.3g} vs {label}; "
-                     f"{unit_note(unit, m.shape[0])}", n_units=m.shape[0])
+                     f"{unit_note(unit, m.shape[0])}", n_units=m.shape[0], confidence=confidence)
 
 
 def check_skips(skip_first: int, skip_last: int, n: int, over: str = "layer") -> None:
@@ -167,7 +167,7 @@ def paired_accuracy(frame: pd.DataFrame, rule: str, a: dict[str, Any], b: dict[s
     n01 = int(((m["a"] <= 0.5) & (m["b"] > 0.5)).sum())
     p, lo, hi = exact.paired(n10, n01, n, confidence)
     v = _decide(rule, name, est, lo, hi, p, n, min, +1, f"{word} > {min:g}", alpha, unit=unit, effect=est,
-                effect_name=f"accuracy {word}", resampled=False)
+                effect_name=f"accuracy {word}", resampled=False, confidence=confidence)
     return v, m, n10, n01
 
 

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _decide, combine
+from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _decide, ci_name, combine
 
 RULE = "against_control"
 DECIDE = ("difference",)  # the values `[control] decide` takes
@@ -110,8 +110,9 @@ def difference(trained: pd.DataFrame, control: pd.DataFrame, rule: str, params: 
         wrong = values <= 0 if t.side > 0 else values >= 0
         p = float((1 + np.sum(wrong)) / (1 + n))
         v = _decide(RULE, name, est, lo, hi, p, n, 0.0, t.side, label, alpha, effect=est, effect_name=name,
-                    unit=t.unit, resampled=False, detail=f"trained {t.full:.4g} − control {c.full:.4g} = {est:.4g}, "
-                                                         f"95% CI [{lo:.4g}, {hi:.4g}]")
+                    unit=t.unit, resampled=False, confidence=confidence,
+                    detail=f"trained {t.full:.4g} − control {c.full:.4g} = {est:.4g}, "
+                           f"{ci_name(confidence)} [{lo:.4g}, {hi:.4g}]")
         return v
     k = A.shape[1]  # each arm's statistic reads its own columns: the trained ones first
     both = np.concatenate([A, B], axis=1)
@@ -124,7 +125,8 @@ def difference(trained: pd.DataFrame, control: pd.DataFrame, rule: str, params: 
     p = _boot_p(boot, 0.0, t.side, n)
     a, b = float(t.stat(A)), float(c.stat(B))
     return _decide(RULE, name, est, lo, hi, p, n, 0.0, t.side, label, alpha, effect=est, effect_name=name, unit=t.unit,
-                   detail=f"trained {a:.4g} − control {b:.4g} = {est:.4g}, 95% CI [{lo:.4g}, {hi:.4g}]")
+                   confidence=confidence,
+                   detail=f"trained {a:.4g} − control {b:.4g} = {est:.4g}, {ci_name(confidence)} [{lo:.4g}, {hi:.4g}]")
 
 
 def against(trained: pd.DataFrame | None, control: pd.DataFrame | None, rule: str, params: Mapping[str, Any],

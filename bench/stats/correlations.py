@@ -117,7 +117,8 @@ def correlation(
             lo, hi, dist = _unit_boot(units, lambda rows: _corr(method)(xs[rows], ys[rows]), n_resamples, confidence)
         label, effect_name = f"{method} r > {min:g}", "Spearman ρ" if method == "pearson" else "Pearson r"
     p = _boot_p(dist, min, +1, U)
-    v = _decide("correlation", name, r, lo, hi, p, U, min, +1, label, alpha, effect=other, effect_name=effect_name)
+    v = _decide("correlation", name, r, lo, hi, p, U, min, +1, label, alpha, effect=other, effect_name=effect_name,
+                confidence=confidence)
     if v.outcome is Outcome.SUPPORTED and lo <= min:
         return Verdict(**{**v.__dict__, "outcome": Outcome.INCONCLUSIVE,
                           "reason": v.reason + f", but the interval does not exclude {min:g}"})
@@ -152,5 +153,5 @@ def correlation_difference(
     lo, hi, dist = _weighted_boot(units, diff, n_resamples, confidence)
     p = _boot_p(dist, min_abs, +1, U)
     v = _decide("correlation_difference", name, est, lo, hi, p, U, min_abs, +1, f"≥ {min_abs:g}",
-                alpha, effect=est, effect_name="|Δr|")
+                alpha, effect=est, effect_name="|Δr|", confidence=confidence)
     return Verdict(**{**v.__dict__, "reason": v.reason + f" ({unit_note(unit, U)})"})

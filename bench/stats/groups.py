@@ -26,6 +26,7 @@ from bench.stats import (
     Verdict,
     _boot_p,
     _decide,
+    ci_name,
     _missing,
     _select,
     expanded_confidence,
@@ -126,7 +127,7 @@ def group_comparison(
         p = _boot_p(dist, delta, sign, U)
         label = f"δ {'≤' if sign < 0 else '≥'} {delta:g}"
         v = _decide("group_comparison", name, est, lo, hi, p, U, delta, sign, label, alpha,
-                    effect=est, effect_name="Cliff's δ")
+                    effect=est, effect_name="Cliff's δ", confidence=confidence)
         excludes_zero = hi < 0 if sign < 0 else lo > 0
         if v.outcome is Outcome.SUPPORTED and not excludes_zero:
             return Verdict(**{**v.__dict__, "outcome": Outcome.INCONCLUSIVE,
@@ -143,7 +144,7 @@ def group_comparison(
     finite = per[np.isfinite(per)]
     return majority("group_comparison", name, est, lo, hi, p, len(levels), alpha, over,
                     f"δ per {over} from {finite.min():.3g} to {finite.max():.3g} (bound {delta:g}); "
-                    f"{unit_note(unit, U)}", n_units=U)
+                    f"{unit_note(unit, U)}", n_units=U, confidence=confidence)
 
 
 def _binary_groups(name, vals, is_a, sign, delta, alpha, confidence, unit) -> Verdict:
@@ -163,17 +164,18 @@ def _binary_groups(name, vals, is_a, sign, delta, alpha, confidence, unit) -> Ve
     label = f"δ {'≤' if sign < 0 else '≥'} 0"
     return _decide("group_comparison", name, est, lo, hi, p, na + nb, 0.0, sign, label, alpha, effect=est,
                    effect_name="difference of shares (= Cliff's δ on 0/1)", unit=unit, resampled=False, binary=True,
-                   detail=f"{ka} of {na} vs {kb} of {nb}: {est:.4g}, Newcombe 95% CI [{lo:.4g}, {hi:.4g}], exact "
-                          f"Boschloo test")
+                   detail=f"{ka} of {na} vs {kb} of {nb}: {est:.4g}, Newcombe {ci_name(confidence)} [{lo:.4g}, "
+                          f"{hi:.4g}], exact Boschloo test", confidence=confidence)
 
 
-def majority(rule, name, est, lo, hi, p, n_levels, alpha, over, detail, n_units: int | None = None) -> Verdict:
+def majority(rule, name, est, lo, hi, p, n_levels, alpha, over, detail, n_units: int | None = None,
+             confidence: float = 0.95) -> Verdict:
     """The verdict of a "more than half of the layers" claim from its bootstrap share, interval and p."""
     from bench.stats import sensitivity
 
     label = f"> 0.5 of {over}s"
     lo, hi, widened = sensitivity.holding(est, lo, hi)
-    ci = f"95% CI [{lo:.3g}, {hi:.3g}]" + (f" ({widened})" if widened else "")
+    ci = f"{ci_name(confidence)} [{lo:.3g}, {hi:.3g}]" + (f" ({widened})" if widened else "")
     units = n_units if n_units is not None else n_levels
     if units < CALIBRATED_MIN_N:
         outcome, why = (Outcome.INCONCLUSIVE, f"holds in {est:.0%} of {n_levels} {over}s, {ci}: only {units} units, "

@@ -78,5 +78,5 @@ def crossfit_summary(
     lo, hi, boot = _bootstrap(stat, mat, confidence, n_resamples, bca=False)
     p = _boot_p(boot, bound, side, n)
     v = _decide("crossfit_summary", name, est, lo, hi, p, n, bound, side, label, alpha, effect=est - bound,
-                effect_name="margin", unit=unit)
+                effect_name="margin", unit=unit, confidence=confidence)
     return Verdict(**{**v.__dict__, "reason": v.reason + f"; over {G} {over}s; {extra}"})

@@ -22,6 +22,7 @@ from bench.stats import (
     _boot_p,
     _bootstrap,
     _decide,
+    ci_name,
     _missing,
     _select,
     combine,
@@ -117,7 +118,7 @@ def diagonal_dominance(frame: pd.DataFrame, *, method: str = "lape", min_share: 
         p = _boot_p(boot, bound, +1, c.n)
         label = f"≥ {bound:g}" if name == "dominant_share" else "> 0"
         parts.append(_decide("diagonal_dominance", name, est, lo, hi, p, c.n, bound, +1, label, alpha,
-                             effect=est - bound, effect_name="margin"))
+                             effect=est - bound, effect_name="margin", confidence=confidence))
     return replace(combine(parts, alpha), rule="diagonal_dominance")
 
 
@@ -163,9 +164,10 @@ def baseline_ratio(frame: pd.DataFrame, *, numerator: dict[str, Any], denominato
     lo, hi, boot = _bootstrap(diff, c.mat, confidence, n_resamples, bca=False)
     p = _boot_p(boot, 0.0, side, c.n)
     label = f"{'≥' if side > 0 else '≤'} {bound:g} × baseline"
-    txt = f"ratio {ratio:.3g} ({a:.4g} vs {b:.4g} ΔBPB); num − {bound:g}·den = {d:.4g}, 95% CI [{lo:.4g}, {hi:.4g}]"
+    txt = (f"ratio {ratio:.3g} ({a:.4g} vs {b:.4g} ΔBPB); num − {bound:g}·den = {d:.4g}, "
+           f"{ci_name(confidence)} [{lo:.4g}, {hi:.4g}]")
     v = _decide("baseline_ratio", "ratio", d, lo, hi, p, c.n, 0.0, side, label, alpha, effect=d,
-                effect_name=f"num − {bound:g}·den", detail=txt)
+                effect_name=f"num − {bound:g}·den", detail=txt, confidence=confidence)
     return replace(v, estimate=float(ratio) if np.isfinite(ratio) else None, ci_low=None, ci_high=None)
 
 
@@ -237,7 +239,7 @@ def related_exceeds_unrelated(frame: pd.DataFrame, *, method: str = "lape",
     lo, hi, boot = _bootstrap(stat, c.mat, confidence, n_resamples, bca=False)
     p = _boot_p(boot, 0.0, +1, c.n)
     return _decide("related_exceeds_unrelated", "related_minus_unrelated", est, lo, hi, p, c.n, 0.0, +1, "> 0",
-                   alpha, effect=est, effect_name="ΔBPB difference")
+                   alpha, effect=est, effect_name="ΔBPB difference", confidence=confidence)
 
 
 def replicate_table(frame: pd.DataFrame, method: str):
@@ -286,7 +288,7 @@ def binomial_share(frame: pd.DataFrame, *, method: str = "lape", min_share: floa
     jac = _select(frame, {"method": method, "metric": "selection_jaccard"})["value"]
     v = _decide("binomial_share", "edge_share", k / n, lo, hi, p, R, min_share, +1, f"≥ {min_share:g}", alpha,
                 effect=k / n - uniform, effect_name="share − uniform share", unit="split-half replicate",
-                resampled=False)
+                resampled=False, confidence=confidence)
     extra = (f"; {k} of {n} neurons; replicate shares {raw.min():.3g}–{raw.max():.3g} (halves, before "
              f"centring and ÷√2); uniform spread would give {uniform:.3g}; replicate totals "
              f"{int(table['total_count'].min())}–{int(table['total_count'].max())} neurons"
