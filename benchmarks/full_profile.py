@@ -1,13 +1,15 @@
 """The `full` profile, executed: every spec of each family on one model, one family at a time, with a wall-time cap.
 
     python benchmarks/full_profile.py [FAMILY …] [--model smollm2-135m] [--cap-min 30] [--out docs/scale.md]
+                                      [--records build/full-profile]
 
 Per family: `bench verify specs/<family> --profile full` in its own process (cold: a fresh results cache in a
 temporary folder; converted weights and corpora come from the usual cache), its wall time and peak resident
 memory (GNU time), and per cell the measured seconds and outcome from the run record beside the plan's
 prediction and the counted tokens (forward, backward, generated; :mod:`bench.spine.costs`).  A family that
 passes its cap is stopped and reported as such, with the cells it finished.  Prints a markdown table (and
-writes it with ``--out``) headed by the machine it ran on.
+writes it with ``--out``) headed by the machine it ran on, then each cell's verdict reason; each family's run
+record is kept under ``--records`` (the temporary cache and runs folder are removed with the family).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -90,8 +93,18 @@ def cells(runs: Path) -> dict[str, dict]:
     if not records:
         return {}
     rec = json.loads(records[-1].read_text())
-    return {c["spec"]["id"]: {"s": c["timings"].get("total_s", 0.0), "outcome": c["verdict"]["outcome"]}
-            for c in rec["cells"]}
+    return {c["spec"]["id"]: {"s": c["timings"].get("total_s", 0.0), "outcome": c["verdict"]["outcome"],
+                              "reason": c["verdict"].get("reason") or ""} for c in rec["cells"]}
+
+
+def keep_record(runs: Path, dest: Path) -> Path | None:
+    """Copy the newest run record under `runs` to `dest` (the temporary cache and runs go with the family)."""
+    records = sorted(runs.glob("*/record.json"))
+    if not records:
+        return None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(records[-1], dest)
+    return dest
 
 
 def main() -> None:
@@ -100,6 +113,8 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--cap-min", type=float, default=30.0)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--records", type=Path, default=ROOT / "build" / "full-profile",
+                    help="each family's run record is copied here as MODEL-FAMILY.json (its verdicts' reasons)")
     a = ap.parse_args()
     families = a.families or sorted(p.name for p in (ROOT / "specs").iterdir() if p.is_dir())
     base = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "bench"))
@@ -124,6 +139,7 @@ def main() -> None:
                 continue
             got = run_family(fam, a.model, a.cap_min * 60, cache, runs)
             measured = cells(runs)
+            kept = keep_record(runs, a.records / f"{a.model}-{fam}.json")
         for claim, p in plan.items():
             m = measured.get(claim)
             ratio = f"{p['predicted_s'] / m['s']:.2f}" if m and m["s"] > 0.5 else "—"
@@ -133,7 +149,9 @@ def main() -> None:
                          f"| {fam} | {claim.split('.', 1)[1]} | {p['predicted_s']:.0f} | — | — | {p['forward']} | "
                          f"{p['backward']} | {p['generated']} | not reached ({got['status']}) |")
         peak = f"{got['peak_kib'] / 2**20:.2f} GiB" if got["peak_kib"] else "?"
-        summary.append(f"- {fam}: wall {got['wall_s'] / 60:.1f} min, peak RSS {peak}, exit {got['status']}")
+        summary.append(f"- {fam}: wall {got['wall_s'] / 60:.1f} min, peak RSS {peak}, exit {got['status']}"
+                       + (f"; record kept as {kept}" if kept else ""))
+        summary += [f"  - {claim.split('.', 1)[1]}: {m['outcome']}: {m['reason'][:300]}" for claim, m in measured.items()]
         print(summary[-1], flush=True)
         if a.out:  # after every family: a later family's crash or a killed script keeps what ran
             a.out.write_text("\n".join(lines + [""] + summary) + "\n")
