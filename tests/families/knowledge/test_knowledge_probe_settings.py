@@ -110,3 +110,41 @@ def test_no_unknown_fact_gives_the_base_rows_and_says_so(monkeypatch):
     assert frame["metric"].tolist() == ["before_correct"] * 3 and frame["value"].tolist() == [2.0, 2.0, 1.0]
     assert frame.attrs["notes"][-1] == "no Unknown fact to train on"
     assert list(frame.columns) == ["metric", "value", "sample", "condition", "seed", "n_train", "step"]
+
+
+def test_the_per_fact_rows_of_a_run(monkeypatch):
+    """A trained fact answered under 1 of k = 2 prompts is known after (> 0) but not reliable; the rows carry the
+    run's n_train, every loss step, the exposures and whether the loss flattened."""
+    seen: list = []
+    _script(monkeypatch, seen)
+    frame = probes.knowledge_shift(_Ctx(), **{**OK, "seeds": [7], "epochs": 3})
+    run = frame[frame["seed"] == 7]
+
+    def vals(metric):
+        return run.loc[run["metric"] == metric, "value"].tolist()
+
+    assert vals("known_after") == [1.0, 1.0] and vals("reliability") == [0.5, 0.5]
+    assert vals("exposures") == [3.0, 3.0]                       # 3 epochs: each Unknown fact seen 3 times
+    assert vals("converged") == [1.0]
+    assert run.loc[run["metric"] == "train_loss", "step"].tolist() == [0, 1, 2, 3, 4]
+    assert set(run["n_train"].dropna().astype(int)) == {2}
+    assert frame.attrs["notes"][-1].endswith("loss on the whole formatted example")  # the default loss
+
+
+def test_a_loss_still_falling_is_said_so(monkeypatch):
+    seen: list = []
+    _script(monkeypatch, seen)
+
+    def falling(ctx, design, cond, rec, sp, prompts, pool, say):
+        ids = [i for i, _ in sp.train]
+        return pd.concat([
+            pd.DataFrame({"metric": "after_correct", "sample": list(sp.held) + ids,
+                          "value": [2.0] * (len(sp.held) + len(ids))}),
+            pd.DataFrame({"metric": "fitted", "sample": ids, "value": [1.0, 1.0]}),
+            pd.DataFrame({"metric": "train_loss", "step": range(5), "value": [5.0, 4.0, 3.0, 2.0, 1.0]}),
+        ], ignore_index=True)
+
+    monkeypatch.setattr(study, "after", falling)
+    frame = probes.knowledge_shift(_Ctx(), **OK)
+    assert "(still moving)" in frame.attrs["notes"][1]
+    assert frame.loc[frame["metric"] == "converged", "value"].tolist() == [0.0]
