@@ -38,11 +38,27 @@ def _run_options(fn):
                           "tokenizer with seeded random weights (NAME+random-init)."),
         click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
                      help="local: this process; ray: cells fanned out over a Ray cluster (pip install 'bench[ray]')."),
+        click.option("--jobs", default="auto", show_default=True, metavar="N|auto", callback=_jobs,
+                     help="Worker processes of the local executor. auto: on the CPU one per thread torch may use "
+                          "(OMP_NUM_THREADS lowers it), each with one thread, fewer when memory or the work is "
+                          "short; one on a GPU. 1: everything in this process."),
         click.option("--ray-address", default=None, metavar="ADDRESS",
                      help="Join this Ray cluster (e.g. ray://head:10001 or auto); default: start a local one."),
     ]):
         fn = opt(fn)
     return fn
+
+
+def _jobs(ctx, param, value):
+    if value is None or value == "auto":
+        return "auto"
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise click.BadParameter(f"'{value}' is neither 'auto' nor a whole number of at least 1")
+    return n
 
 
 @main.command(help=f"Run claims (spec files or folders; default specs/) on their models.\n\n{EXIT_HELP}")
@@ -90,7 +106,7 @@ def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail
     specs = spec.load_specs(paths)
     opts = run.Options(models=names, audit=audit, refs=refs, command=" ".join(["bench", *sys.argv[1:]]),
                        **run_options)
-    _check_plan(specs, opts)
+    opts.plan = tuple(_check_plan(specs, opts))
     result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0 or as_json))
     if as_json:
         click.echo(results.to_json(results.rows(result.record)), nl=False)
@@ -101,9 +117,10 @@ def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail
     sys.exit(run.exit_code(result.verdicts, fail_on))
 
 
-def _check_plan(specs, opts) -> None:
+def _check_plan(specs, opts) -> list:
     """Before any work: refuse (exit 2) a cell predicted not to fit in memory, and say the predicted total of a
-    run predicted to take longer than three minutes (``bench plan`` shows every cell)."""
+    run predicted to take longer than three minutes (``bench plan`` shows every cell).  Returns the plan's rows
+    of the cells the run will measure ([] when there is no plan), which size and order the local workers."""
     from bench.ground.errors import UsageError
     from bench.spine import costs, replay, run
 
@@ -111,12 +128,12 @@ def _check_plan(specs, opts) -> None:
         fast = replay.cheap_device(opts.device) if replay.enabled() else None
         k = replay.key(specs, run.settings(opts, fast)) if fast is not None else None
         if k and replay.load(k) is not None:
-            return  # the run will be read back whole: nothing to plan
+            return []  # the run will be read back whole: nothing to plan
         rows, total = costs.before_run(specs, opts)
     except Exception as exc:  # noqa: BLE001 - a plan that cannot be made never stops a run; the run says why
         if verbosity() > 0:
             click.echo(f"note: no plan for this run ({type(exc).__name__}: {exc})", err=True)
-        return
+        return []
     for r in rows:
         if not r.fits:
             raise UsageError(f"{r.claim} × {r.model} is predicted not to fit in memory: peak host "
@@ -133,6 +150,7 @@ def _check_plan(specs, opts) -> None:
         why = calibrate.oversubscribed(torch.get_num_threads())
         if why:
             click.echo(f"note: {why}", err=True)
+    return rows
 
 
 def _resolve_first(names, revision) -> dict:
@@ -181,7 +199,7 @@ def rerun(run_, specs_root, runs_dir, report_dir, no_pdf, no_report):
         click.echo(f"note: package version differs from the record: {line}", err=True)
     names = tuple(s["models"])  # the one list among the settings; every other setting is a scalar
     opts = run.Options(**{k: v for k, v in s.items() if k != "models"}, models=names, runs_dir=runs_dir, refs=_resolve_first(names, s.get("revision")),
-                       command=" ".join(["bench", *sys.argv[1:]]))
+                       command=" ".join(["bench", *sys.argv[1:]]), jobs=again.jobs_of(old))
     with again.cold_cache():
         result = run.execute(specs, opts, RichUI(quiet=verbosity() < 0))
     print_summary(result.record, result.run_dir, quiet=verbosity() < 0)

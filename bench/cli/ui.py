@@ -44,9 +44,10 @@ class RichUI(UI):
         self.current = self.bar.add_task(f"  {cell.spec.id} × {short_model(cell.model)}", total=100, note="")
         self.tasks[cell.key] = self.current  # on a cluster several cells run at once, each with its bar
 
-    def progress(self, fraction: float, message: str = "") -> None:
-        if self.current is not None:
-            self.bar.update(self.current, completed=max(0.0, min(1.0, fraction)) * 100, note=message[:40])
+    def progress(self, fraction: float, message: str = "", key: str | None = None) -> None:
+        task = self.tasks.get(key, self.current)  # several cells run at once on a cluster or in worker processes
+        if task is not None:
+            self.bar.update(task, completed=max(0.0, min(1.0, fraction)) * 100, note=message[:40])
 
     def cell_done(self, cell, verdict, seconds: float, cached: bool) -> None:
         word = live_word(verdict)

@@ -29,6 +29,7 @@ attention maps and KV cache + trained parameters with their gradients and AdamW 
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
@@ -300,3 +301,14 @@ def peak_parts(shape: Shape, w: Work, dtype_bytes: int) -> dict[str, int]:
 def peak_bytes(shape: Shape, w: Work, dtype_bytes: int) -> int:
     """Peak bytes of the model and what `w`'s largest batch keeps (the sum of :func:`peak_parts`)."""
     return int(sum(peak_parts(shape, w, dtype_bytes).values()))
+
+
+def host_memory() -> int:
+    """Bytes of memory this machine has (``BENCH_HOST_MEMORY`` in GiB overrides it)."""
+    given = os.environ.get("BENCH_HOST_MEMORY")
+    if given:
+        return int(float(given) * (1 << 30))
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0

@@ -119,6 +119,7 @@ class ModelCells:
             t = time.perf_counter()
             frame = cell.probe.call(ctx, **cell.spec.probe_params())
             rec["timings"]["measure_s"] = round(time.perf_counter() - t, 3)
+            rec["timings"]["threads"] = torch.get_num_threads()  # float rounding on the CPU depends on it
             return validate(frame), None
         except ModelError as exc:
             if self.loaded is None:

@@ -18,7 +18,6 @@ measured spread, or without a reference effect, the units needed are unknown (No
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,15 +60,7 @@ class Row:
         return self
 
 
-def host_memory() -> int:
-    """Bytes of memory this machine has (``BENCH_HOST_MEMORY`` in GiB overrides it)."""
-    given = os.environ.get("BENCH_HOST_MEMORY")
-    if given:
-        return int(float(given) * GIB)
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 0
+host_memory = gc.host_memory
 
 
 def device_memory(device: str) -> int:
@@ -297,7 +288,8 @@ def before_run(specs, opts) -> tuple[list[Row], float | None]:
     """What `bench verify` checks before any work: the rows of the cells it will measure (those the cache
     holds are read back, and neither counted nor refused; memory counted with this process's own size) and
     the predicted total seconds when it may exceed :data:`ANNOUNCE_S` (None when even a slow machine would
-    finish sooner: then nothing is measured).  Cells it cannot count are left out, never refused."""
+    finish sooner: then nothing is measured, and the rows keep the slow machine's seconds; else the rows are
+    timed with this machine's rates).  Cells it cannot count are left out, never refused."""
     from bench.spine import calibrate
 
     slow = gc.Rates(**SLOW, base_bytes=calibrate._resident_bytes())
@@ -307,4 +299,5 @@ def before_run(specs, opts) -> tuple[list[Row], float | None]:
     from bench.spine import run
 
     measured = calibrate.rates(run.resolve_device(opts.device))
-    return rows, sum(r.retimed(measured).predicted_s for r in rows)
+    rows = [r.retimed(measured) for r in rows]
+    return rows, sum(r.predicted_s or 0.0 for r in rows)

@@ -52,6 +52,14 @@ def plan(record: dict[str, Any], specs_root: Path) -> tuple[list, dict[str, Any]
     return specs, s
 
 
+def jobs_of(record: dict[str, Any]) -> int:
+    """The local worker processes the recorded run used (1 for any other executor): the CPU's float rounding
+    depends on the threads each process has, so a rerun splits the machine as the run did."""
+    executor = record.get("executor") or {}
+    jobs = executor.get("jobs", 1) if executor.get("name") == "local" else 1
+    return jobs if isinstance(jobs, int) and jobs >= 1 else 1
+
+
 def check_models(record: dict[str, Any], revision: str | None) -> None:
     """Every model of the record still resolves to the weights it was run with."""
     from bench import models

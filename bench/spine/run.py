@@ -39,13 +39,15 @@ class Options:
     ray_address: str | None = None  # an existing Ray cluster; None starts a local one
     executor_options: tuple[tuple[str, Any], ...] = ()  # extra keyword options for the executor
     offload_folder: Path | None = None  # weights that memory cannot hold go here (placement only, never results)
+    jobs: int | str = 1  # local executor: worker processes (1: this process; "auto": see executors.pool.choose)
+    plan: tuple = ()  # the plan's rows of the cells to measure (bench.spine.costs.Row), to size and order the work
 
 
 # Options that cannot change a run's cells or verdicts (where records go, how the command was typed, names the
 # caller already resolved, which executor runs the cells).  Every other field of Options is one of the run's
 # settings: it enters the replay key and the record, so an option added later cannot change results unseen.
 RESULT_NEUTRAL = frozenset({"command", "runs_dir", "refs", "executor", "ray_address", "executor_options",
-                            "offload_folder"})
+                            "offload_folder", "jobs", "plan"})
 
 
 def settings(opts: Options, device: str) -> dict[str, Any]:
@@ -67,7 +69,7 @@ class UI:
 
     def start(self, n_cells: int) -> None: ...
     def cell_start(self, cell: plan.Cell) -> None: ...
-    def progress(self, fraction: float, message: str = "") -> None: ...
+    def progress(self, fraction: float, message: str = "", key: str | None = None) -> None: ...
     def cell_done(self, cell: plan.Cell, verdict: Verdict, seconds: float, cached: bool) -> None: ...
     def status(self, done: int, running: int, queued: int) -> None: ...
     def note(self, message: str) -> None: ...
@@ -141,7 +143,8 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
         raise UsageError("nothing to run: no spec lists a model for this choice of --models")
     refs = {**_resolve_quietly({c.model for c in cells} - set(refs), opts.revision), **refs}
     shown = display_names(refs)
-    executor = executors.make(opts.executor, address=opts.ray_address, **dict(opts.executor_options))
+    executor = executors.make(opts.executor, address=opts.ray_address, jobs=opts.jobs, plan=opts.plan, device=device,
+                              cells=cells, **dict(opts.executor_options))
     writer = RunWriter.create(opts.runs_dir, {**_header(opts, run_settings),  # the audited model by short name
                                               "audit": shown.get(opts.audit, opts.audit) if opts.audit else None,
                                               "executor": _executor_info(executor, opts)})
@@ -155,7 +158,7 @@ def execute(specs: list[Spec], opts: Options, ui: UI | None = None) -> Result:
         if ev.kind == "start" and ev.key in by_key:
             ui.cell_start(by_key[ev.key])
         elif ev.kind == "progress":
-            ui.progress(ev.fraction, ev.message)
+            ui.progress(ev.fraction, ev.message, key=ev.key)
         elif ev.kind == "note":
             ui.note(ev.message)
         elif ev.kind == "status":

@@ -7,7 +7,8 @@ model loading, probe, per-cell rule) and emits :class:`Event` values — ``start
 driver (:func:`bench.spine.run.execute`) turns them into UI calls, writes the record in plan order and applies
 the Benjamini–Hochberg adjustment over the whole run, so every executor yields the same record for one seed.
 
-``local`` runs in this process (no extra dependency); ``ray`` fans model groups out over a Ray cluster and is
+``local`` runs in this process, or with ``jobs`` > 1 in that many worker processes of this machine
+(:mod:`bench.spine.executors.pool`, no extra dependency); ``ray`` fans model groups out over a Ray cluster and is
 imported only when asked for.
 """
 
@@ -85,12 +86,30 @@ class LocalExecutor:
         emit(Event("status", counts=(done, 0, 0)))
 
 
-def make(name: str, *, address: str | None = None, **options: Any) -> Executor:
-    """The executor called `name`; ``ray`` imports ray here, and only here."""
+def lost(cell, attempts: int, message: str) -> CellResult:
+    """The result of a cell whose worker never returned one: an ERROR verdict with `message`."""
+    from bench import stats
+
+    verdict = stats.errored(message)
+    rec = {"spec": cell.spec.describe(), "model": cell.model, "seed": cell.seed,
+           "probe": {"name": cell.probe.name, "version": cell.probe.version}, "model_ref": None,
+           "fingerprint": None, "timings": {}, "cache_hit": False, "attempts": attempts,
+           "verdict": verdict.to_json()}
+    return CellResult(cell.key, rec, None, verdict, 0.0, False, attempts)
+
+
+def make(name: str, *, address: str | None = None, jobs: int | str = 1, plan=(), device: str = "cpu",
+         cells: list | None = None, **options: Any) -> Executor:
+    """The executor called `name`; ``ray`` imports ray here, and only here.  ``local``: in this process, or
+    with ``--jobs`` `jobs` over worker processes (sized by :func:`bench.spine.executors.pool.sizing` from the
+    `device`, the `cells` and the `plan`'s rows)."""
     if name == "local":
         if address:
             raise UsageError("--ray-address needs --executor ray")
-        return LocalExecutor()
+        from bench.spine.executors import pool
+
+        sized = pool.sizing(jobs, plan, device, cells or [])
+        return pool.PoolExecutor(**sized, **options) if sized else LocalExecutor()
     if name == "ray":
         try:
             import ray  # noqa: F401

@@ -18,9 +18,8 @@ from typing import Any, Callable
 
 import ray
 
-from bench import stats
 from bench.ground.errors import UsageError
-from bench.spine.executors import CellResult, Event, Job
+from bench.spine.executors import CellResult, Event, Job, lost
 from bench.spine.executors.worker import ModelGroup, groups
 from bench.ground.store import cache_root
 
@@ -165,13 +164,8 @@ def _drain(events, emit: Callable[[Event], None]) -> None:
 
 def _lost(cell, attempts: int, exc: BaseException, what: str = "died") -> CellResult:
     first = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
-    verdict = stats.errored(f"worker {what} after {attempts} attempt{'s' if attempts != 1 else ''}: "
-                            f"{type(exc).__name__}: {first}")
-    rec = {"spec": cell.spec.describe(), "model": cell.model, "seed": cell.seed,
-           "probe": {"name": cell.probe.name, "version": cell.probe.version}, "model_ref": None,
-           "fingerprint": None, "timings": {}, "cache_hit": False, "attempts": attempts,
-           "verdict": verdict.to_json()}
-    return CellResult(cell.key, rec, None, verdict, 0.0, False, attempts)
+    return lost(cell, attempts, f"worker {what} after {attempts} attempt{'s' if attempts != 1 else ''}: "
+                                f"{type(exc).__name__}: {first}")
 
 
 def _resources(model: str, job: Job, cpus: int) -> dict[str, Any]:
