@@ -23,6 +23,7 @@ import pickle
 import queue as queue_mod
 import socket
 import types
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -121,8 +122,12 @@ class PoolExecutor:
         attempts: dict[str, int] = {}
         workers: list[_Handle] = []
 
+        # the command's warning policy (libraries' notices hidden unless -v); filters of built-in categories only,
+        # which any worker can unpickle
+        quiet = [f for f in warnings.filters if getattr(f[2], "__module__", "") == "builtins"]
+
         def hire() -> "_Handle":
-            h = _Handle(ctx, len(workers), events, job, self.threads, self.worker_setup)
+            h = _Handle(ctx, len(workers), events, job, self.threads, (self.worker_setup, quiet))
             workers.append(h)
             return h
 
@@ -225,8 +230,11 @@ class _Handle:
         self.inbox.cancel_join_thread()
 
 
-def _serve(wid: int, inbox, events, job: Job, threads: int, setup) -> None:
-    """A worker's life: units from the inbox until None, each cell's events (tagged with this worker) out."""
+def _serve(wid: int, inbox, events, job: Job, threads: int, start) -> None:
+    """A worker's life: units from the inbox until None, each cell's events (tagged with this worker) out.
+    `start`: (the caller's set-up or None, the driver's warning filters)."""
+    setup, filters = start
+    warnings.filters[:] = filters
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
