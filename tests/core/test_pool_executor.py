@@ -4,10 +4,7 @@ threads, the work and the memory."""
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,19 +13,8 @@ from click.testing import CliRunner
 from bench.ground import spec
 from bench.spine import run
 from bench.spine.executors import pool
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # spawned workers import the fault probe as tests.core.executor_faults
-CIRCUITS = ["induction-heads-exist.toml", "k-composition.toml", "norm-folding-is-exact.toml"]
-
-
-def _record(result) -> dict:
-    return json.loads((result.run_dir / "record.json").read_text())
-
-
-def _frames(result) -> dict[str, bytes]:
-    return {c["spec"]["id"]: (result.run_dir / c["frame"]).read_bytes() for c in _record(result)["cells"]
-            if c.get("frame")}
+from tests.core.test_executors import CIRCUITS, _frames, _record  # also puts the checkout on sys.path, so
+                                                                   # spawned workers import the fault probe
 
 
 def _setup():
