@@ -10,6 +10,7 @@ before it, three ways:
                      Returns the tokens too (:class:`Completions`), for training on them.
 :func:`greedy`       prompts with one of several text prefixes (a header and demonstrations each): every
                      distinct prefix runs once, several prefixes share a batch.
+:func:`decode_groups` several groups of such prompts, each group's prefix once, all rows sharing the batches.
 :func:`greedy_rows`  whole token rows, left-padded into one batch, nothing shared.
 
 Position ids follow the attention mask, so neither padding nor a split changes what the model computes: every
@@ -27,6 +28,7 @@ sequence; the tokens kept are those up to and including the stopping one.
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -88,7 +90,7 @@ def pad_id(tok) -> int:
 
 def _padded(rows: list[list[int]], pid: int, device, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T) ids and mask of token rows, padded with `pid` on the left (real tokens flush right) or the right."""
-    width = max(1, max(len(r) for r in rows))
+    width = max(1, max((len(r) for r in rows), default=0))
     ids = torch.full((len(rows), width), pid, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
@@ -285,14 +287,8 @@ def steps(model, tok, ids: torch.Tensor, mask: torch.Tensor, past, budgets: Sequ
 
 def left_pad(seqs: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Token id lists -> (ids (B, T), mask (B, T)) on the CPU, padded on the left (empty lists allowed)."""
-    T = max((len(s) for s in seqs), default=0)
-    ids = torch.full((len(seqs), T), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), T), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if len(s):
-            ids[i, T - len(s):] = torch.tensor(list(s), dtype=torch.long)
-            mask[i, T - len(s):] = 1
-    return ids, mask
+    ids, mask = _padded([list(s) for s in seqs], pad, "cpu")
+    return (ids, mask) if any(len(s) for s in seqs) else (ids[:, :0], mask[:, :0])
 
 
 @torch.no_grad()
@@ -370,3 +366,33 @@ def token_logprobs(model, prompts: Prompts, ids: torch.Tensor, mask: torch.Tenso
     logits = res.logits[:, :-1, :].float()  # (B, C, V): the position before completion token t predicts it
     logp = torch.log_softmax(logits, -1).gather(-1, ids[..., None]).squeeze(-1)  # (B, C)
     return logp * mask
+
+
+@torch.no_grad()
+def decode_groups(model, tok, groups: Sequence[Sequence[str]], max_new_tokens: int, *, micro_batch: int = 32,
+                  stop: Stop = "\n") -> list[tuple[str, ...]]:
+    """Greedy texts of non-empty groups of prompts, decoded in shared batches: each group's common token prefix
+    (split as :func:`decode` splits it) runs once, every group's in one left-padded pass, and the rows of all
+    groups fill the micro-batches together as ``[pad… prefix][pad… rest][generated…]``.  The texts of
+    :func:`decode` on each group alone, up to float rounding, in fewer steps (a step reads every weight however
+    few rows it has); group by group when the layout could outgrow a sliding window."""
+    device = next(model.parameters()).device
+    encs = [encode(tok, list(g), device) for g in groups]
+    P, S, w = max(e.n_prefix for e in encs), max(e.ids.shape[1] for e in encs), window(model)
+    if not P or (w is not None and P + S + max_new_tokens > w):
+        return [decode(model, tok, list(g), max_new_tokens, micro_batch=micro_batch, stop=stop).texts for g in groups]
+    pre_ids, pre_mask = _padded([e.prefix.tolist() for e in encs], pad_id(tok), device)  # (G, P)
+    shared = model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=_positions(pre_mask), use_cache=True,
+                   logits_to_keep=1).cache
+    rows = [(g, e.ids[r][e.mask[r].bool()].tolist()) for g, e in enumerate(encs) for r in range(len(e))]
+    texts: list[str] = []
+    for i in range(0, len(rows), micro_batch):
+        part = rows[i: i + micro_batch]
+        which = torch.tensor([g for g, _ in part], device=device)
+        ids, mask = _padded([r for _, r in part], pad_id(tok), device)
+        past = copy.deepcopy(shared)
+        past.batch_select_indices(which)
+        texts += steps(model, tok, ids, torch.cat([pre_mask[which], mask], 1), past, [max_new_tokens] * len(part),
+                       stop=stop)[2]
+    ends = list(itertools.accumulate(len(e) for e in encs))
+    return [tuple(texts[b - len(e): b]) for e, b in zip(encs, ends)]

@@ -264,3 +264,23 @@ def test_language_neuron_probes_count_the_corpus_files_they_hash(tiny, monkeypat
     hashed.clear()
     info.call(tiny.ctx, **params)
     assert predicted.hashed == sum(hashed) > 0
+
+
+def test_grouped_decoding_counts_each_prefix_once_and_the_shared_batches(tiny):
+    """decode_groups (the knowledge categorisations): one padded pass over the groups' prefixes, then
+    micro-batches that cut across groups, each padded to its longest rest; every answer at its whole budget."""
+    from bench.models import costs as mc
+    from bench.models import decoding
+
+    tok, hf = tiny.model.tokenizer, tiny.model.hf
+    groups = [[f"Question: one two three\nAnswer: x\n\nQuestion: {q}\nAnswer:" for q in ("a", "b c", "d e f")],
+              [f"Question: four\nAnswer: y\n\nQuestion: {q}\nAnswer:" for q in ("g", "h i")]]
+    predicted = mc.decode_groups(tok, groups, 3, micro_batch=2)
+    seen = Pushed(hf, _letter(tok))
+    try:
+        decoding.decode_groups(hf, tok, groups, 3, micro_batch=2)
+    finally:
+        seen.close()
+    assert seen.tokens == predicted.forward + predicted.generated
+    assert seen.rows == predicted.head + predicted.generated
+    assert predicted.head == 2 + 5 and predicted.generated == 5 * 2  # 2 prefixes, 5 first tokens, 2 more each

@@ -4,10 +4,11 @@ Unknown = none.
 
 Each prompt is the whole text (prefix + question) tokenized as one string, as a model would be prompted (the
 prefix tokenized on its own can end in a different token: SmolLM2 writes the demonstrations' closing blank
-line as one token alone and as two before "Question").  Speed (:func:`answer_after`, through
-:func:`bench.models.decoding.decode`): the token prefix that all prompts of a group share (the demonstrations
-and "Question: What is the capital of") is run once and its KV cache copied along the batch; finished answers
-leave the batch; the head runs on the last position only.  :func:`answer_plain` is the same greedy decoding of
+line as one token alone and as two before "Question").  Speed (:func:`count_correct`, through
+:func:`bench.models.decoding.decode_groups`): the token prefix that all prompts of a group share (the
+demonstrations and "Question: What is the capital of") is run once and its KV cache copied into its rows; the
+rows of all k prompts and relations share the batches; finished answers leave the batch; the head runs on the
+last position only.  :func:`answer_after` decodes one group alone the same way.  :func:`answer_plain` is the same greedy decoding of
 whole left-padded prompts, kept for the parity test and the benchmark.
 """
 
@@ -81,19 +82,27 @@ Answerer = Callable[..., list[str]]
 
 
 def count_correct(lm, tok, facts: Sequence[Fact], prompts: Prompts, *, max_new: int = 32, batch: int = 32,
-                  answer: Answerer = answer_after,
+                  answer: Answerer | None = None,
                   progress: Callable[[float, str], None] = lambda f, m="": None) -> np.ndarray:
-    """(n_facts,) number of the k prompts under which each fact is answered correctly."""
+    """(n_facts,) number of the k prompts under which each fact is answered correctly.  By default every
+    (relation, prompt) group is decoded in shared batches of `batch` rows (:func:`decoding.decode_groups`: a
+    decoding step reads all the weights however few rows it has); `answer` (e.g. :func:`answer_after`) asks
+    group by group instead."""
     counts = np.zeros(len(facts), dtype=int)
     rels = sorted({f.relation for f in facts})
     jobs = [(rel, j) for rel in rels for j in range(prompts.k)]
-    for n, (rel, j) in enumerate(jobs):
-        idx = [i for i, f in enumerate(facts) if f.relation == rel]
-        outs = answer(lm, tok, prompts.prefixes[rel][j], [ask(facts[i]) for i in idx], max_new=max_new,
-                      batch=batch)
-        for i, o in zip(idx, outs):
+    idx = {rel: [i for i, f in enumerate(facts) if f.relation == rel] for rel in rels}
+    if answer is None:
+        progress(0.0, f"categorising: {len(jobs)} prompts × {len(facts)} facts")
+        groups = [[prompts.prefixes[rel][j] + ask(facts[i]) for i in idx[rel]] for rel, j in jobs]
+        outs = [[t.strip() for t in g] for g in decoding.decode_groups(lm, tok, groups, max_new, micro_batch=batch)]
+    else:
+        outs = [answer(lm, tok, prompts.prefixes[rel][j], [ask(facts[i]) for i in idx[rel]], max_new=max_new,
+                       batch=batch) for rel, j in jobs]
+    for (rel, _), out in zip(jobs, outs):
+        for i, o in zip(idx[rel], out):
             counts[i] += matches(o, facts[i].aliases)
-        progress((n + 1) / len(jobs), f"categorising: prompt {n + 1}/{len(jobs)}")
+    progress(1.0, f"categorising: {len(jobs)} prompts done")
     return counts
 
 

@@ -16,14 +16,11 @@ from bench.models.train import Example, Recipe
 
 
 def _count_correct(m: Planned, facts, prompts: Prompts, max_new: int, batch: int) -> Work:
-    """:func:`.categorise.count_correct`: per relation and prompt, one shared-prefix decoding of its facts."""
-    w = Work()
-    for rel in sorted({f.relation for f in facts}):
-        qs = [ask(f) for f in facts if f.relation == rel]
-        for j in range(prompts.k):
-            w = w + mc.decode(m.tokenizer, [prompts.prefixes[rel][j] + q for q in qs], max_new, micro_batch=batch,
-                              window=m.shape.window)
-    return w
+    """:func:`.categorise.count_correct`: the groups of every relation and prompt decoded in shared batches."""
+    rels = sorted({f.relation for f in facts})
+    groups = [[prompts.prefixes[rel][j] + ask(f) for f in facts if f.relation == rel]
+              for rel in rels for j in range(prompts.k)]
+    return mc.decode_groups(m.tokenizer, groups, max_new, micro_batch=batch, window=m.shape.window)
 
 
 @cost_def("knowledge_shift")

@@ -40,7 +40,7 @@ METRICS = ("negative_shift", "positive_shift", "reliability", "fitted", "known_a
 
 @probe_def("knowledge_shift", version=3, schema=KnowledgeFrame, metrics=METRICS)
 def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int = 40, n_pool: int = 200,
-                    max_pool: int = 0, k: Count = 10, shots: int = 4, max_new: int = 32, eval_batch: int = 32,
+                    max_pool: int = 0, k: Count = 10, shots: int = 4, max_new: int = 32, eval_batch: int = 128,
                     unknown: Literal["pool", "fictional"] = "pool", n_train: int = 10, n_mix: int = 10,
                     conditions: list[str] = ["uk_only"],  # noqa: B006 - never mutated
                     seeds: list[int] = [],  # noqa: B006 - empty: the run's seed

@@ -29,8 +29,9 @@ from bench.models.train import Example, Recipe
 
 # Version of how answers are produced, in the sub-results' keys.  2: each prompt tokenized as one text (the
 # prefix and the question were tokenized apart, which can split the blank line between them differently).
-# 3: the k prompts' demonstration sets are disjoint.
-ANSWERS = 3
+# 3: the k prompts' demonstration sets are disjoint.  4: all groups of prompts decoded in shared batches (the
+# same answers up to float rounding, which can tip a greedy choice).
+ANSWERS = 4
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from bench.ground.store import Cache
 from bench.corpora.facts import Fact
 from bench.families.knowledge import categorise as C
 from bench.families.knowledge import probes, study
-from bench.models import train
+from bench.models import decoding, train
 from tests.conftest import build_tiny
 
 FACTS = [Fact("Aland", "capital", ("Alpha",)), Fact("Bland", "capital", ("Beta",)),
@@ -151,6 +151,24 @@ def test_shared_prefix_cache_gives_the_plain_greedy_answers(one_thread, tiny_tok
     b = C.answer_plain(lm, tiny_tokenizer, prefix, qs, max_new=6, batch=3)
     alone = [C.answer_plain(lm, tiny_tokenizer, prefix, [q], max_new=6)[0] for q in qs]
     assert a == b == alone
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_prompts_decoded_in_shared_batches_give_each_groups_plain_answers(one_thread, tiny_tokenizer, family):
+    """Groups with different demonstration prefixes (of different lengths) and rests of different lengths share
+    micro-batches that cut across groups (batch 4 over 3 × 5 rows); every answer equals the whole prompt decoded
+    alone.  count_correct's default (grouped) and group-by-group tallies agree.  (A tiny random model writes the
+    same answer after every prefix; the embedded test checks that each row reads its own group's prefix.)"""
+    lm = build_tiny(family, vocab=len(tiny_tokenizer))
+    qs = [C.ask(f) for f in FACTS] + ["Question: a much longer question about Aland and Bland?\nAnswer:"]
+    prefixes = [C.demo_block(DEMOS[:4]), C.demo_block(DEMOS[4:5]), C.demo_block(DEMOS[1:3])]
+    got = decoding.decode_groups(lm, tiny_tokenizer, [[p + q for q in qs] for p in prefixes], 6, micro_batch=4)
+    want = [tuple(C.answer_plain(lm, tiny_tokenizer, p, [q], max_new=6)[0] for q in qs) for p in prefixes]
+    assert [tuple(t.strip() for t in g) for g in got] == want
+    prompts = C.Prompts({"capital": tuple(prefixes)})
+    grouped = C.count_correct(lm, tiny_tokenizer, FACTS, prompts, max_new=6, batch=4)
+    one_by_one = C.count_correct(lm, tiny_tokenizer, FACTS, prompts, max_new=6, batch=4, answer=C.answer_after)
+    assert grouped.tolist() == one_by_one.tolist()
 
 
 def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
