@@ -140,8 +140,9 @@ def _check_plan(specs, opts) -> list:
                              f"{r.peak_host_bytes / 2**30:.2f} GiB, device {r.peak_device_bytes / 2**30:.2f} GiB "
                              f"(bench plan shows every cell and the memory it plans against)")
     if total is not None and total > costs.ANNOUNCE_S and verbosity() >= 0:
-        click.echo(f"plan: about {total / 60:.1f} min predicted for {len(rows)} cells (bench plan for each cell)",
-                   err=True)
+        shared = "" if opts.jobs == 1 else "; worker processes share it out"
+        click.echo(f"plan: about {total / 60:.1f} min of work predicted for {len(rows)} cells at one process's rates"
+                   f"{shared} (bench plan for each cell)", err=True)
     if rows and verbosity() >= 0 and run.resolve_device(opts.device) == "cpu":
         import torch
 
