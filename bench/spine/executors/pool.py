@@ -33,13 +33,15 @@ from bench.spine.executors import CellResult, Event, Job, lost
 # knowledge family's LoRA runs; the plnd claims read the language-neuron statistics of `langneurons`).
 SHARED = {"notes": "knowledge", "plnd": "langneurons"}
 POLL_S = 0.2
-# Specs hold their tables read-only (MappingProxyType), which plain pickle cannot send to a worker.
+MIN_PARALLEL_S = 60.0  # a run predicted shorter than this is not worth starting worker processes for
+
+
 def _read_only(d: dict) -> types.MappingProxyType:
     return types.MappingProxyType(d)
 
 
+# Specs hold their tables read-only (MappingProxyType), which plain pickle cannot send to a worker.
 copyreg.pickle(types.MappingProxyType, lambda m: (_read_only, (dict(m),)))
-MIN_PARALLEL_S = 60.0  # a run predicted shorter than this is not worth starting worker processes for
 
 
 def unit_of(cell) -> tuple[str, str]:
@@ -160,8 +162,7 @@ class PoolExecutor:
                     if ev.kind == "done":
                         w.unit = [c for c in w.unit if c.key != ev.key]
                         w.current = None
-                        ev = Event("done", key=ev.key, result=_with_attempts(ev.result, attempts.get(ev.key, 1)))
-                        finish(ev.key, ev.result)
+                        finish(ev.key, _with_attempts(ev.result, attempts.get(ev.key, 1)))
                     else:
                         emit(ev)
                     continue
@@ -169,10 +170,10 @@ class PoolExecutor:
                     if w.alive():
                         continue
                     code = w.proc.exitcode
-                    left = list(w.unit)
+                    left = list(w.unit)  # the unit's cells not done, in order: the first is the one it was on
                     w.close()
                     if left:
-                        cell = next((c for c in left if c.key == w.current), left[0])
+                        cell = left[0]
                         n = attempts.get(cell.key, 1)
                         if n <= self.retries:
                             emit(Event("note", key=cell.key, message=f"worker for {cell.model} died during "
