@@ -27,6 +27,7 @@ from bench.ground.errors import ModelError, did_you_mean
 from bench.ground.store import atomic_write_json, cache_root, sha256_file
 from bench.models import hub
 from bench.models.dtypes import DTYPES, dtype_name, torch_dtype  # noqa: F401 - DTYPES, dtype_name re-exported
+from bench.models.logits import contiguous_head
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Files besides the weights that change what a model computes from text: its config, tokenizer and generation
@@ -265,6 +266,7 @@ def load(ref: ModelRef, device: str = "cpu", *, dtype: str | None = None, allow_
     if "device_map" not in kwargs:
         model.to(dev)
     model.eval()
+    contiguous_head(model)
     return LoadedModel(ref, model, tok, dev, dt, ref.fingerprint())
 
 
@@ -318,14 +320,13 @@ def _no_conversion_bar():
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     original = getattr(gguf_utils, "tqdm", None)
-    if original is None:
-        yield
-        return
-    gguf_utils.tqdm = functools.partial(original, disable=True)
+    if original is not None:
+        gguf_utils.tqdm = functools.partial(original, disable=True)
     try:
         yield
     finally:
-        gguf_utils.tqdm = original
+        if original is not None:
+            gguf_utils.tqdm = original
 
 
 def weight_bytes(ref: ModelRef) -> int:

@@ -53,3 +53,45 @@ def test_linear_and_conv1d_weights_face_opposite_ways():
         torch.testing.assert_close(x @ w + b, mod(x))
     with pytest.raises(TypeError, match="neither"):
         linear.in_axis(nn.Embedding(3, 5))
+
+
+def _head_inputs(hf):
+    seen = []
+    hook = hf.get_output_embeddings().register_forward_pre_hook(lambda m, a: seen.append(a[0].is_contiguous()))
+    return seen, hook
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_contiguous_head_feeds_the_head_a_contiguous_slice_with_the_same_logits(family):
+    hf = build_tiny(family)
+    ids = torch.tensor([[5, 9, 17, 33], [6, 10, 18, 34], [7, 11, 19, 35]])
+    with torch.no_grad():
+        want = hf(input_ids=ids).logits[:, -2:].float()
+        logits.contiguous_head(hf)
+        logits.contiguous_head(hf)  # idempotent: one hook
+        seen, hook = _head_inputs(hf)  # registered after ours, so it sees what the head is given
+        got = hf(input_ids=ids, logits_to_keep=2).logits.float()
+        whole = hf(input_ids=ids).logits.float()
+    hook.remove()
+    assert seen == [True, True]  # without contiguous_head the sliced (3, 2, d) states arrive strided
+    assert len(hf.get_output_embeddings()._forward_pre_hooks) == 1
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(whole[:, -2:], want, rtol=0, atol=0)  # full-length input: untouched
+
+
+def test_without_contiguous_head_the_slice_arrives_strided():
+    """The other half of the test above: it is the hook that makes the head's input contiguous."""
+    hf = build_tiny("llama")
+    seen, hook = _head_inputs(hf)
+    with torch.no_grad():
+        hf(input_ids=torch.tensor([[5, 9, 17], [6, 10, 18]]), logits_to_keep=1)
+    hook.remove()
+    assert seen == [False]
+
+
+def test_loaded_models_get_the_contiguous_head(loaded_tiny):
+    seen, hook = _head_inputs(loaded_tiny.hf)
+    with torch.no_grad():
+        loaded_tiny.hf(input_ids=torch.tensor([[5, 9, 17], [6, 10, 18]], device=loaded_tiny.device), logits_to_keep=1)
+    hook.remove()
+    assert seen == [True]

@@ -25,7 +25,9 @@ def _frame(rows: list[tuple], notes: list[str]) -> pd.DataFrame:
     return frame
 
 
-@probe_def("icl_demonstrations", version=1, schema=ItemScores, metrics=("correct",))
+# versions: 2, the first decoding step's output head on contiguous states (float rounding;
+# :func:`bench.models.logits.contiguous_head`)
+@probe_def("icl_demonstrations", version=2, schema=ItemScores, metrics=("correct",))
 def icl_demonstrations(ctx, *, tasks: list[str] = ["capital", "uppercase", "successor"],  # noqa: B006
                        n_items: int = 24, demos: list[int] = [0, 1, 2, 4, 8],  # noqa: B006
                        max_new_tokens: int = 8, batch: int = 64) -> pd.DataFrame:
@@ -45,7 +47,7 @@ def icl_demonstrations(ctx, *, tasks: list[str] = ["capital", "uppercase", "succ
     return _frame(rows, notes)
 
 
-@probe_def("cot_multistep", version=1, schema=ItemScores, metrics=("correct",))
+@probe_def("cot_multistep", version=2, schema=ItemScores, metrics=("correct",))
 def cot_multistep(ctx, *, n_items: int = 40, n_demos: int = 4, step_counts: list[int] = [2, 3],  # noqa: B006
                   max_new_tokens_cot: int = 48, max_new_tokens_direct: int = 10, batch: int = 64) -> pd.DataFrame:
     """Each word problem answered after worked (chain-of-thought) and after direct-answer demonstrations."""

@@ -30,8 +30,9 @@ from bench.models.train import Example, Recipe
 # Version of how answers are produced, in the sub-results' keys.  2: each prompt tokenized as one text (the
 # prefix and the question were tokenized apart, which can split the blank line between them differently).
 # 3: the k prompts' demonstration sets are disjoint.  4: all groups of prompts decoded in shared batches (the
-# same answers up to float rounding, which can tip a greedy choice).
-ANSWERS = 4
+# same answers up to float rounding, which can tip a greedy choice).  5: the first decoding step's output head on
+# contiguous states (:func:`bench.models.logits.contiguous_head`; float rounding again).
+ANSWERS = 5
 
 
 @dataclass(frozen=True)

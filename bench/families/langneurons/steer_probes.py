@@ -56,7 +56,9 @@ class SimilarityParams:
     micro_tokens: int = 2048
 
 
-@probe_def("steering", version=3, schema=LangNeurons, metrics=STEER_METRICS)
+# version 4: the first decoding step's output head on contiguous states (float rounding;
+# :func:`bench.models.logits.contiguous_head`)
+@probe_def("steering", version=4, schema=LangNeurons, metrics=STEER_METRICS)
 def steering(ctx, p: SteerParams) -> pd.DataFrame:
     """Share of generated text in target language Y with and without Y's neurons set to their mean Y activation,
     for prompts in `source` (the first `prompt_words` words of evaluation texts).  `sample` is the prompt: the

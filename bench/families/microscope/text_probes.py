@@ -63,8 +63,9 @@ def question_shift(ctx, *, corpus: str = "brown:all", n_texts: int = 32, suffix:
 
 
 # token_removal versions: 2, each condition's demonstrations run once (shared-prefix decoding); 3, finished
-# answers leave the greedy batch (same answers up to float rounding)
-@probe_def("token_removal", version=3, schema=TokenLayerMetrics, metrics=REMOVAL)
+# answers leave the greedy batch (same answers up to float rounding); 4, the first step's output head on
+# contiguous states (:func:`bench.models.logits.contiguous_head`: float rounding again)
+@probe_def("token_removal", version=4, schema=TokenLayerMetrics, metrics=REMOVAL)
 def token_removal(ctx, *, n_questions: int = 40, n_demos: int = 2, max_new_tokens: int = 6,
                   micro_batch: int = 8) -> pd.DataFrame:
     """Greedy QA accuracy (country → capital) with the original prompts and with stop words, punctuation or
