@@ -110,17 +110,24 @@ def lora_params(shape, targets: str, r: int) -> int:
     return shape.n_layers * per
 
 
-def fit(tok, examples, recipe, trainable: int) -> Work:
+def fit(tok, examples, recipe, trainable: int, window: int | None = None) -> Work:
     """The work of :func:`bench.models.train.fit`: each step's examples right-padded into one batch, run
-    forward and back through the body, the head on the positions the loss reads."""
+    forward and back through the body (the batch's common prompt prefix once, :func:`bench.models.train.
+    shared_prefix`, when the recipe draws no dropout and the rows fit the sliding `window`; a model whose own
+    config draws dropout runs whole rows, which this count does not see), the head on the positions the loss
+    reads."""
     from bench.models import train
 
     rows = train.encode(tok, examples)
     rows = [(ids, 1) for ids, _ in rows] if recipe.loss == "example" else rows
+    share = recipe.method == "full" or not recipe.dropout
     w = Work()
     for idx in train.batch_order(len(rows), recipe):
-        T = max(len(rows[i][0]) for i in idx)
-        targets = sum(len(rows[i][0]) - rows[i][1] for i in idx)
-        w = w + Work(backward=len(idx) * T, backward_head=targets, calls=1, steps=1, context=T,
-                     grad_tokens=len(idx) * T, logit_rows=targets, trainable=trainable)
+        batch = [rows[i] for i in idx]
+        T = max(len(ids) for ids, _ in batch)
+        P = train.common_prefix(batch) if share and (window is None or T <= window) else 0
+        targets = sum(len(ids) - p for ids, p in batch)
+        tokens = P + len(idx) * (T - P)
+        w = w + Work(backward=tokens, backward_head=targets, calls=2 if P else 1, steps=1, context=T,
+                     grad_tokens=tokens, logit_rows=targets, trainable=trainable)
     return w

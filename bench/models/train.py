@@ -4,8 +4,9 @@ Two methods share one loop: ``lora`` (peft adapters, rsLoRA optional, on modules
 :mod:`bench.models.adapters`) and ``full`` (every parameter).  :func:`optimizer` (AdamW, fused where it can be, and
 the schedule) serves this loop and the policy-gradient loop of :mod:`bench.models.policy`.  The loss is the mean next-token
 cross-entropy over the answer tokens (``Recipe.loss = "answer"``) or over every token of the example after the
-first (``"example"``, as a causal-LM trainer does with labels = inputs); the body runs on the whole sequence, the
-LM head only on the positions that predict a target token (a 262k-word head costs more than the blocks otherwise).
+first (``"example"``, as a causal-LM trainer does with labels = inputs); the body runs on the whole sequence (a
+prompt prefix common to the batch once, where nothing random tells the rows apart), the LM head only on the
+positions that predict a target token (a 262k-word head costs more than the blocks otherwise).
 
 Training is seeded: the same model, examples, recipe and seed give identical weights on CPU (LoRA
 initialisation, dropout and batch order draw from one generator seeded by the recipe).
@@ -40,7 +41,8 @@ from bench.models.adapters import (  # noqa: F401 (the engine's names for its ad
 from bench.models.logits import logit_cap, softcap
 from bench.models.precision import LOW_PRECISION, MasterAdamW
 
-ENGINE_VERSION = 2  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)
+ENGINE_VERSION = 3  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)
+# 3: a batch's common prompt prefix runs once (answer loss, no dropout): the same loss up to float rounding
 @dataclass(frozen=True)
 class Example:
     """One training example: the loss is taken on `answer`'s tokens, conditioned on `prompt`."""
@@ -154,17 +156,58 @@ def body_of(model: nn.Module) -> nn.Module:
 
 
 def answer_loss(model: nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: torch.Tensor,
-                head_positions_only: bool = True) -> torch.Tensor:
+                head_positions_only: bool = True, share: int = 0) -> torch.Tensor:
     """Mean cross-entropy over answer tokens.  With `head_positions_only`, the head sees only the (N, d)
-    hidden states that predict answer tokens; otherwise it runs on every position (for comparison)."""
-    hidden = body_of(model)(input_ids=ids, attention_mask=att).last_hidden_state  # (B, T, d)
+    hidden states that predict answer tokens; otherwise it runs on every position (for comparison).  `share`:
+    the first `share` tokens, the same in every row and before every target (:func:`shared_prefix`), run once
+    and their cache is copied along the batch by ``repeat_interleave``, whose backward sums the rows' gradients:
+    the loss and its gradient are the whole rows' up to float rounding."""
+    body = body_of(model)
+    if share:
+        past = body(input_ids=ids[:1, :share], use_cache=True).cache
+        past.batch_repeat_interleave(ids.shape[0])
+        pos = torch.arange(share, ids.shape[1], device=ids.device)[None].expand(ids.shape[0], -1)
+        hidden = body(input_ids=ids[:, share:], attention_mask=att, position_ids=pos, cache=past,
+                      use_cache=True).last_hidden_state                           # (B, T - share, d)
+        ids, tgt = ids[:, share:], tgt[:, share:]
+    else:
+        hidden = body(input_ids=ids, attention_mask=att).last_hidden_state       # (B, T, d)
     labels = ids[:, 1:][tgt]                                                       # (N,)
     head = head_of(model)
     if head_positions_only:
-        logits = head(hidden[:, :-1][tgt])                                         # (N, V)
+        logits = head(hidden[:, :-1][tgt])                                         # (N, d) → (N, V)
     else:
         logits = head(hidden)[:, :-1][tgt]                                         # (B, T, V) → (N, V)
     return nn.functional.cross_entropy(logits.float(), labels)
+
+
+def shared_prefix(model: nn.Module, rows: list[tuple[list[int], int]]) -> int:
+    """How many leading tokens a batch of (ids, first target index + 1) rows runs once in :func:`answer_loss`:
+    :func:`common_prefix`, when the model draws no dropout (a mask shared along the batch would differ from one
+    drawn per row) and the rows fit one attention window (a sliding window counts cache slots)."""
+    cfg = getattr(model, "config", None)
+    window = getattr(getattr(cfg, "get_text_config", lambda: cfg)(), "sliding_window", None)
+    if _stochastic(model) or (window and max(len(ids) for ids, _ in rows) > window):
+        return 0
+    return common_prefix(rows)
+
+
+def common_prefix(rows: list[tuple[list[int], int]]) -> int:
+    """The tokens every one of several (ids, first target index + 1) rows starts with, up to the first position
+    that predicts a target (0 for a single row)."""
+    if len(rows) < 2:
+        return 0
+    first = rows[0][0]
+    n = min(p for _, p in rows) - 1
+    for ids, _ in rows[1:]:
+        n = next((k for k in range(n) if ids[k] != first[k]), n)
+    return max(n, 0)
+
+
+def _stochastic(model: nn.Module) -> bool:
+    cfg = getattr(model, "config", None)
+    drop = max(float(getattr(cfg, name, 0) or 0) for name in ("attention_dropout", "attn_pdrop", "dropout"))
+    return drop > 0 or any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 # ── the loop ────────────────────────────────────────────────────────────────────────────────────────────────
@@ -232,8 +275,9 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
     model.train()
     try:
         for step in range(start, steps):
-            ids, att, tgt = collate([rows[i] for i in order[step]], pad, device)
-            loss = answer_loss(model, ids, att, tgt, head_positions_only)
+            batch = [rows[i] for i in order[step]]
+            ids, att, tgt = collate(batch, pad, device)
+            loss = answer_loss(model, ids, att, tgt, head_positions_only, shared_prefix(model, batch))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -196,3 +196,51 @@ def test_after_step_is_called_after_every_step_but_the_last(one_thread, tok):
     with train.recipe_adapters(tiny(tok), lora_recipe(steps=3)) as wrapper:
         losses = train.fit(wrapper.get_base_model(), tok, FACTS, lora_recipe(steps=3), after_step=seen.append)
     assert seen == [1, 2] and len(losses) == 3
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_a_shared_prompt_prefix_runs_once_with_the_whole_rows_loss_and_gradient(one_thread, tok, family):
+    model = tiny(tok, family)
+    lead = "Facts about places, one per line.\n"
+    rows = train.encode(tok, [train.Example(lead + e.prompt, e.answer) for e in FACTS])
+    share = train.shared_prefix(model, rows)
+    n_lead = len(tok(lead, add_special_tokens=True)["input_ids"])
+    assert n_lead - 1 <= share < min(p for _, p in rows)  # the lead at least, never a position with a target
+    ids, att, tgt = train.collate(rows, 0, "cpu")
+    seen = []
+    hook = model.get_input_embeddings().register_forward_hook(lambda m, a, out: seen.append(a[0].numel()))
+    grads = []
+    for s in (0, share):
+        model.zero_grad()
+        loss = train.answer_loss(model, ids, att, tgt, True, s)
+        loss.backward()
+        grads.append((float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    hook.remove()
+    assert seen == [ids.numel(), share, ids.numel() - len(rows) * share]  # whole rows; the prefix once, the rests
+    (a, ga), (b, gb) = grads
+    assert a == pytest.approx(b, rel=1e-5) and ga.keys() == gb.keys() and ga
+    for n in ga:
+        torch.testing.assert_close(gb[n], ga[n], rtol=1e-4, atol=1e-6)
+
+
+def test_no_shared_prefix_under_dropout_for_one_row_or_the_whole_example_loss(tok):
+    model = tiny(tok)
+    rows = train.encode(tok, [train.Example("Q: " + e.prompt, e.answer) for e in FACTS])
+    assert train.shared_prefix(model, rows) > 0
+    assert train.shared_prefix(model, rows[:1]) == 0
+    assert train.shared_prefix(model, [(ids, 1) for ids, _ in rows]) == 0  # loss on every token after the first
+    model.model.layers[0].mlp.add_module("drop", torch.nn.Dropout(0.1))
+    assert train.shared_prefix(model, rows) == 0
+
+
+def test_fit_runs_a_batchs_shared_prefix_once(one_thread, tok):
+    model = tiny(tok)
+    examples = [train.Example("Facts about places, one per line.\n" + e.prompt, e.answer) for e in FACTS]
+    rows = train.encode(tok, examples)
+    seen = []
+    hook = model.get_input_embeddings().register_forward_hook(lambda m, a, out: seen.append(a[0].numel()))
+    with train.recipe_adapters(model, lora_recipe(steps=1, batch=len(FACTS), order="cycle")) as wrapper:
+        train.fit(wrapper.get_base_model(), tok, examples, lora_recipe(steps=1, batch=len(FACTS), order="cycle"))
+    hook.remove()
+    share, width = train.shared_prefix(model, rows), max(len(ids) for ids, _ in rows)
+    assert share > 0 and seen == [share, len(rows) * (width - share)]

@@ -67,7 +67,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
         ps, ts = prompts(items), targets(items)
         if cfg.method == "sft":  # the engine's fit on (prompt, verified solution) examples
             examples = [engine.Example(p, t) for p, t in zip(ps, ts)]
-            return extra + mc.fit(tok, examples, cfg.recipe, trainable)
+            return extra + mc.fit(tok, examples, cfg.recipe, trainable, window=m.shape.window)
         w = extra
         for idx in engine.batch_order(len(ps), cfg.recipe):
             w = w + _decode_rl(tok, [ps[i] for i in idx], cfg)

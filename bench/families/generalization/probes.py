@@ -42,7 +42,7 @@ METRICS = ("correct", "format_ok", "rl_gain", "train_loss", "train_reward", "tra
            "ckpt_accuracy", "ckpt_flops", "initial_format_rate", "base_format_rate", "initial_ood_accuracy",
            "trained_id_accuracy")
 ARMS = ("sft", "rl", "base_rl")
-VERSION = 7  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
+VERSION = 8  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
 # 3: the prompts' shared prefix runs once (same numbers up to float rounding, so a near-tie may break otherwise)
 # 4: greedy decoding drops finished answers from the batch (float rounding again)
 # 5: the paper's design: SFT-initialised start, equal FLOPs, seeds, shaped reward, base / base_rl stages
@@ -50,7 +50,9 @@ VERSION = 7  # 2: LoRA matrices drawn from the run seed (they came from the proc
 # 7: trained by the engine: its fused AdamW and its answer loss (prompt and answer as one right-padded
 #    sequence) round differently from the family's former unfused AdamW and left-padded loss (training losses
 #    move by < 3e-6 on SmolLM2-135M; every answer, reward and FLOPs count the same)
-STAGE_VERSION = 6  # what keys the cached stages: bumped only when a stage's own frame changes
+# 8: the first decoding step's output head on contiguous states (:func:`bench.models.logits.contiguous_head`;
+#    answers and samples as before up to float rounding)
+STAGE_VERSION = 7  # what keys the cached stages: bumped only when a stage's own frame changes
 
 
 class TaskSetupError(BenchError):

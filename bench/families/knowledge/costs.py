@@ -49,7 +49,8 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
             exs += ([Example(ask(f, 1), f" {f.answer}\n") for f in trained] if cond == "uk_paraphrase" else
                     [Example(ask(f), f" {f.answer}\n") for f in mix] if cond == "uk_hk" else [])
             full = rec.method == "full"
-            tw = mc.fit(m.tokenizer, exs, replace(rec), m.shape.n_params if full else mc.lora_params(m.shape, targets, r))
+            tw = mc.fit(m.tokenizer, exs, replace(rec), m.shape.n_params if full else mc.lora_params(m.shape, targets, r),
+                        window=m.shape.window)
             if full:
                 tw = tw + Work(full_copy=True)
             parts.append((f"knowledge-after|{ask_key}|{unknown}|{n_train}|{n_mix}|{max_pool}|{cond}|{rec}",
