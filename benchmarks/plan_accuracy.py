@@ -5,7 +5,8 @@
 RUN_DIR is a run folder (its record.json) or a runs folder holding one (the latest is taken).  The cells are
 planned again from the record's own settings (models, profile, device, dtype, seed, control) on the specs it
 ran, reading configs and tokenizers only, with this machine's measured rates; each is compared with the
-record's ``timings.total_s``.  Cells the run read from its cache are shown, and left out of the ratios (a
+record's ``timings.total_s``; a run of worker processes is planned at the thread count each had (the record's
+``executor.threads_per_job``).  Cells the run read from its cache are shown, and left out of the ratios (a
 plan predicts them as free).  Target: every cell and the total within [0.5, 2].
 """
 
@@ -51,6 +52,12 @@ def main() -> None:
     from bench.ground.costs import Rates
 
     rates = Rates(**json.loads(args.rates.read_text())) if args.rates else None
+    threads = (record.get("executor") or {}).get("threads_per_job")
+    if threads and rates is None:  # worker processes of `threads` threads each: plan at their rates
+        import torch
+
+        torch.set_num_threads(int(threads))
+        print(f"planned at the rates of {threads} thread(s), as the run's worker processes ran", file=sys.stderr)
     rows = {(r.claim, r.model): r for r in costs.for_run(specs, opts, rates=rates)}
     out, pred_total, meas_total = [], 0.0, 0.0
     for c in record["cells"]:
