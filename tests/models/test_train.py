@@ -198,7 +198,7 @@ def test_after_step_is_called_after_every_step_but_the_last(one_thread, tok):
     assert seen == [1, 2] and len(losses) == 3
 
 
-@pytest.mark.parametrize("family", ["llama", "gemma3"])
+@pytest.mark.parametrize("family", ["llama", "gemma3", "phi", "gptj", "falcon_new", "phi3"])  # parallel, fused
 def test_a_shared_prompt_prefix_runs_once_with_the_whole_rows_loss_and_gradient(one_thread, tok, family):
     model = tiny(tok, family)
     lead = "Facts about places, one per line.\n"
