@@ -125,7 +125,7 @@ def fit(tok, examples, recipe, trainable: int, window: int | None = None) -> Wor
     for idx in train.batch_order(len(rows), recipe):
         batch = [rows[i] for i in idx]
         T = max(len(ids) for ids, _ in batch)
-        P = train.common_prefix(batch) if share and (window is None or T <= window) else 0
+        P = train.common_prefix(batch, window) if share else 0
         targets = sum(len(ids) - p for ids, p in batch)
         tokens = P + len(idx) * (T - P)
         w = w + Work(backward=tokens, backward_head=targets, calls=2 if P else 1, steps=1, context=T,

@@ -36,6 +36,7 @@ from torch import nn
 
 from bench.ground.context import libraries, placement
 from bench.ground.store import cache_root, key_of, sha256_bytes
+from bench.models import decoding
 from bench.models.adapters import (  # noqa: F401 (the engine's names for its adapters)
     Targets, TrainError, full_copy, lora_adapters, lora_targets, recipe_adapters, target_modules)
 from bench.models.logits import logit_cap, softcap
@@ -183,19 +184,16 @@ def answer_loss(model: nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: tor
 
 def shared_prefix(model: nn.Module, rows: list[tuple[list[int], int]]) -> int:
     """How many leading tokens a batch of (ids, first target index + 1) rows runs once in :func:`answer_loss`:
-    :func:`common_prefix`, when the model draws no dropout (a mask shared along the batch would differ from one
-    drawn per row) and the rows fit one attention window (a sliding window counts cache slots)."""
-    cfg = getattr(model, "config", None)
-    window = getattr(getattr(cfg, "get_text_config", lambda: cfg)(), "sliding_window", None)
-    if _stochastic(model) or (window and max(len(ids) for ids, _ in rows) > window):
-        return 0
-    return common_prefix(rows)
+    :func:`common_prefix` within the model's sliding window, when the model draws no dropout (a mask shared
+    along the batch would differ from one drawn per row)."""
+    return 0 if _stochastic(model) else common_prefix(rows, decoding.window(model))
 
 
-def common_prefix(rows: list[tuple[list[int], int]]) -> int:
+def common_prefix(rows: list[tuple[list[int], int]], window: int | None = None) -> int:
     """The tokens every one of several (ids, first target index + 1) rows starts with, up to the first position
-    that predicts a target (0 for a single row)."""
-    if len(rows) < 2:
+    that predicts a target: 0 for a single row, or when a row is longer than a sliding `window` (a window counts
+    cache slots)."""
+    if len(rows) < 2 or (window and max(len(ids) for ids, _ in rows) > window):
         return 0
     first = rows[0][0]
     n = min(p for _, p in rows) - 1
@@ -272,12 +270,14 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
         start, losses = st["step"], list(st["losses"])
     else:
         torch.manual_seed(recipe.seed + 1)  # dropout masks
+    share, window = not _stochastic(model), decoding.window(model)  # as shared_prefix, read once for every step
     model.train()
     try:
         for step in range(start, steps):
             batch = [rows[i] for i in order[step]]
             ids, att, tgt = collate(batch, pad, device)
-            loss = answer_loss(model, ids, att, tgt, head_positions_only, shared_prefix(model, batch))
+            share_n = common_prefix(batch, window) if share else 0
+            loss = answer_loss(model, ids, att, tgt, head_positions_only, share_n)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
