@@ -30,10 +30,12 @@ def _contiguous_input(module, args):
 
 def contiguous_head(model) -> None:
     """Hand `model`'s output head contiguous hidden states.  A causal LM's forward with ``logits_to_keep = n``
-    passes the head a strided slice (B, n, d) of its (B, T, d) states, and a linear layer on a strided 3-D input
-    runs as a batched product with the weight copied per row: on the CPU, B times the time of one matrix product
-    (a 262k-word head: 6.1 s instead of 0.37 s for 128 rows at one thread).  Idempotent; logits change only by
-    float rounding (another kernel)."""
+    passes the head a strided slice (B, n, d) of its (B, T, d) states.  When the head's weight does not require
+    grad (frozen, as under LoRA adapters), torch runs a linear layer on such a 3-D input as a batched product with
+    the weight copied per row: on the CPU, B times the time of one matrix product (a 262k-word head: 6.3 s
+    instead of 0.39 s for 128 rows at one thread, ``benchmarks/head_layout.py``); a weight that requires grad is
+    folded into one product either way.  Idempotent; logits change only by float rounding (another kernel), and
+    only where the slow path was taken."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None and not getattr(head, "_bench_contiguous", False):
         head.register_forward_pre_hook(_contiguous_input)
