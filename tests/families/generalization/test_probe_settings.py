@@ -28,3 +28,70 @@ RUN_MSG = "reward must be one of ['binary', 'shaped'], seeds ≥ 1, curve_points
 def test_settings_without_a_runnable_task_are_refused(settings, message):
     with pytest.raises(probes.TaskSetupError, match=f"^{re.escape(message)}$"):
         probes.sft_vs_rl(None, **settings)
+
+
+class _Recorder:
+    """Stands in for the probe's run: keeps what the probe hands it and the stages it asks for, in order."""
+
+    made: list = []
+
+    def __init__(self, ctx, task, data, micro_batch, cfg, plan):
+        self.args = dict(task=task, data=data, micro_batch=micro_batch, cfg=cfg, plan=plan)
+        self.stages: list = []
+        _Recorder.made.append(self)
+
+    def stage(self, name, seed=None):
+        self.stages.append((name, seed))
+        return probes._rows("correct", name, [1.0, 0.0], split=["id", "ood"], sample=[0, 1], seed=seed)
+
+    def notes(self, frame):
+        return ["recorded"]
+
+
+def _recorded(monkeypatch, **settings):
+    _Recorder.made = []
+    monkeypatch.setattr(probes, "_Run", _Recorder)
+    frame = probes.sft_vs_rl(None, **settings)
+    (run,) = _Recorder.made
+    return run, frame
+
+
+def _expected(values: dict) -> dict:
+    """What the run must receive for the probe's parameter `values`, each in its own place."""
+    v = values
+    return dict(
+        task=probes.tasks.TaskConfig(v["n_cards"], v["target"] or None, v["ops"], v["max_target"],
+                                     show_target=v["show_target"]),
+        data=dict(demos=v["demos"], demo_faces=v["demo_faces"], n_init=v["n_init"], init_faces=v["init_faces"],
+                  n_train=v["n_train"], n_eval=v["n_eval"]),
+        micro_batch=v["micro_batch"],
+        cfg={"batch": v["batch"], "group": v["group"], "lr": v["lr"], "adapter": v["adapter"],
+             "lora_rank": v["lora_rank"], "lora_alpha": 2 * v["lora_rank"], "max_new_tokens": v["max_new_tokens"],
+             "temperature": v["temperature"]},
+        plan=dict(init_steps=v["init_steps"], steps=v["steps"], sft_batch=v["sft_batch"], reward=v["reward"],
+                  curve_points=v["curve_points"]))
+
+
+def test_a_spec_that_sets_nothing_runs_with_the_defaults_the_registry_documents(monkeypatch):
+    """The defaults docs/PARAMETERS.md lists (read from the signature by the registry) are the values the run is
+    given, each in its place, and the stages run in the design's order: the start, then each arm's seeds."""
+    from bench.ground.registry import PROBES
+
+    defaults = {p.name: p.default for p in PROBES.get("sft_vs_rl").params.values()}
+    run, frame = _recorded(monkeypatch)
+    assert run.args == _expected(defaults)
+    seeds = range(defaults["seeds"])
+    assert run.stages == [("initial", None)] + [(a, s) for a in defaults["arms"] for s in seeds]
+    assert frame.attrs["notes"] == ["recorded"]
+
+
+def test_every_setting_reaches_its_own_place_in_the_run(monkeypatch):
+    """Values unlike the defaults and unlike each other: a setting passed to the wrong slot, or dropped, shows."""
+    values = dict(arms=["base_rl", "rl"], n_cards=3, target=0, ops="+*", max_target=50, show_target=False, demos=2,
+                  demo_faces=True, n_init=11, init_steps=13, init_faces=True, n_train=17, n_eval=19, steps=23,
+                  batch=5, group=6, sft_batch=7, lr=3e-4, adapter="full", lora_rank=4, max_new_tokens=29,
+                  temperature=0.7, micro_batch=9, reward="binary", seeds=3, curve_points=2)
+    run, _ = _recorded(monkeypatch, **values)
+    assert run.args == _expected(values)
+    assert run.stages == ([("base", None), ("initial", None)] + [("rl", s) for s in range(3)]
+                          + [("base_rl", s) for s in range(3)])
