@@ -6,8 +6,9 @@ RUN_DIR is a run folder (its record.json) or a runs folder holding one (the late
 planned again from the record's own settings (models, profile, device, dtype, seed, control) on the specs it
 ran, reading configs and tokenizers only, with this machine's measured rates; each is compared with the
 record's ``timings.total_s``; a run of worker processes is planned at the thread count each had (the record's
-``executor.threads_per_job``).  Cells the run read from its cache are shown, and left out of the ratios (a
-plan predicts them as free).  Target: every cell and the total within [0.5, 2].
+``executor.threads_per_job``), and in the order the cells began (``timings.started_at``, where the record has
+it), so that work several cells share is booked to the cell that did it.  Cells the run read from its cache are
+shown, and left out of the ratios (a plan predicts them as free).  Target: every cell and the total within [0.5, 2].
 """
 
 from __future__ import annotations
@@ -58,7 +59,11 @@ def main() -> None:
 
         torch.set_num_threads(int(threads))
         print(f"planned at the rates of {threads} thread(s), as the run's worker processes ran", file=sys.stderr)
-    rows = {(r.claim, r.model): r for r in costs.for_run(specs, opts, rates=rates)}
+    began = {(c["spec"]["id"], c["model"]): c["timings"]["started_at"] for c in record["cells"]
+             if "started_at" in (c.get("timings") or {})}
+    if began:  # booked in the order the cells began (a worker may run a later spec's cell first)
+        print(f"planned in the order the run's {len(began)} cells began", file=sys.stderr)
+    rows = {(r.claim, r.model): r for r in costs.for_run(specs, opts, rates=rates, began=began or None)}
     out, pred_total, meas_total = [], 0.0, 0.0
     for c in record["cells"]:
         r = rows.get((c["spec"]["id"], c["model"]))

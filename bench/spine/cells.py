@@ -51,11 +51,11 @@ class ModelCells:
 
     def run(self, cell: plan.Cell) -> tuple[dict[str, Any], pd.DataFrame | None, Verdict]:
         self.ui.cell_start(cell)
-        t0 = time.perf_counter()
+        t0, began = time.perf_counter(), time.time()
         rec: dict[str, Any] = {"spec": portable_spec(cell.spec.describe()), "model": self.shown,
                                "seed": cell.seed, "probe": {"name": cell.probe.name, "version": cell.probe.version},
                                "model_ref": self.ref.__dict__ if self.ref else None,
-                               "fingerprint": self.fingerprint, "timings": {}}
+                               "fingerprint": self.fingerprint, "timings": {"started_at": round(began, 3)}}
         frame, verdict, cached = None, None, False
         if self.unavailable and cell.probe.uses_model:
             verdict = stats.skipped(self.unavailable)

@@ -227,10 +227,12 @@ ANNOUNCE_S = 180.0
 
 def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | None = None,
             device_limit: int | None = None, runs_dir: Path | None = None, strict: bool = True,
-            executing: bool = False) -> list[Row]:
+            executing: bool = False, began: dict[tuple[str, str], float] | None = None) -> list[Row]:
     """The rows of the cells that `bench verify` would run with `opts` (a ``run.Options``), weights unread.
     Without `rates`, this machine's (measured once, :mod:`bench.spine.calibrate`).  `executing`: only the cells
-    whose frame is not in the cache (the ones the run will measure; the others are read back)."""
+    whose frame is not in the cache (the ones the run will measure; the others are read back).  `began`:
+    (claim, model) → when that cell started in a finished run; the cells are planned in that order, so work
+    that several cells share is booked to the one that ran it (cells it does not name keep their place, last)."""
     from bench import models
     from bench.spine import calibrate, run
     from bench.spine import plan as planning
@@ -240,6 +242,8 @@ def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | Non
     profile = opts.profile or planning.default_profile(kind)
     dtype = models.dtype_name(opts.dtype, kind)
     cells = planning.build(specs, opts.models, profile, (opts.seed,), opts.control)
+    if began:
+        cells = sorted(cells, key=lambda c: began.get((c.spec.id, c.model), float("inf")))
     refs = {name: opts.refs.get(name) or models.resolve(name, opts.revision) for name in {c.model for c in cells}}
     if executing:
         prints: dict[str, str | None] = {}  # a model's fingerprint, once (an embedded GGUF's takes a second)

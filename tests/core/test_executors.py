@@ -44,9 +44,17 @@ def ray_session():
 
 
 def test_local_executor_name_in_record(tmp_path, tiny_model_dir, specs_dir, one_thread):
-    specs = [spec.load_spec(specs_dir / "circuits" / "norm-folding-is-exact.toml")]
+    """The record names the executor, and each cell when it began (epoch seconds; the plan's accuracy benchmark
+    books shared work by it), within the run's own span."""
+    import time
+
+    specs = [spec.load_spec(specs_dir / "circuits" / n) for n in ("norm-folding-is-exact.toml", "k-composition.toml")]
+    t0 = time.time()
     res = run.execute(specs, run.Options(models=(str(tiny_model_dir),), runs_dir=tmp_path / "runs"))
-    assert _record(res)["executor"] == {"name": "local"}
+    record = _record(res)
+    assert record["executor"] == {"name": "local"}
+    began = [c["timings"]["started_at"] for c in record["cells"]]
+    assert t0 - 0.01 <= began[0] <= began[1] <= time.time()
 
 
 def test_bench_without_ray_never_imports_it(tmp_path, tiny_model_dir, specs_dir):

@@ -106,6 +106,29 @@ def test_a_models_first_cell_pays_for_its_load_with_its_tokenizer_files(config_o
         assert second.work[2] is None
 
 
+def test_a_finished_runs_order_books_the_shared_work_to_the_cell_that_began_first(config_only):
+    """Planned against a finished run (`began`), the cell that started first pays for what the cells share (here
+    the model's load), whatever the specs' order; a cell the run does not name keeps its place after them."""
+    from bench.ground import spec
+    from bench.spine import costs, run
+
+    first_spec, second_spec = SPEC, SPEC.replace("induction-heads-exist", "k-composition")
+    specs = spec.load_specs([first_spec, second_spec])
+    name = str(config_only)
+    opts = run.Options(models=(name,), profile="smoke", device="cpu", dtype="float32", seed=0)
+    plain = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
+    assert [r.claim for r in plain] == ["circuits.induction-heads-exist", "circuits.k-composition"]
+    began = {("circuits.k-composition", name): 10.0, ("circuits.induction-heads-exist", name): 20.0}
+    swapped = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none",
+                            began=began)
+    assert [r.claim for r in swapped] == ["circuits.k-composition", "circuits.induction-heads-exist"]
+    assert swapped[0].work[2] is not None and swapped[1].work[2] is None  # the load: k-composition's now
+    named = {("circuits.k-composition", name): 10.0}
+    assert [r.claim for r in costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40,
+                                           runs_dir=config_only / "none", began=named)] == [
+        "circuits.k-composition", "circuits.induction-heads-exist"]
+
+
 def test_plan_on_a_folder_without_weights_reads_no_weights(cli, config_only, calibrated, monkeypatch):
     import transformers
 
