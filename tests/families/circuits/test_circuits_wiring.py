@@ -222,3 +222,100 @@ def test_toy_composition_trains_its_toys_on_the_runs_device(loaded_tiny, monkeyp
     assert seen == [torch.device("cpu")] * 2 + [torch.device("cuda:1")] * 2  # a 1-layer and a 2-layer toy each
     toys = [k for k in keys if k.get("fn") == "toy_composition"]
     assert len(toys) == 2 and "device" not in toys[0] and toys[1]["device"] == "cuda"
+
+
+def _digit_setup(monkeypatch, C, extra: list[str] = (), sep: int | None = None):
+    """A bigram model of `C`, and a corpus of its pairs two to a text split by the special id (or `sep`), with
+    `extra` texts after them; returns (model, texts, names the corpus was loaded under)."""
+    from tests.families.circuits.test_direct_path import V, _bigram_model
+
+    S = V - 1
+    pairs = [f"{a} {b}" for a in range(S) for b in range(S) for _ in range(int(C[a, b]))]
+    texts = [f"{pairs[i]} {S if sep is None else sep} {pairs[i + 1]}" if i + 1 < len(pairs) else pairs[i]
+             for i in range(0, len(pairs), 2)]
+    asked: list[str] = []
+    monkeypatch.setattr("bench.corpora.load", lambda corpus: asked.append(corpus) or texts + list(extra))
+    model = _bigram_model(np.where(C > 0, C, 1))
+    m = SimpleNamespace(hf=model, arch=arch_mod.inspect(model), tokenizer=_DigitTokenizer(S))
+    return m, texts, asked
+
+
+def _counts_without_last():
+    from tests.families.circuits.test_direct_path import V, _counts
+
+    C = _counts(3)
+    C[:, V - 1] = 0
+    C[V - 1, :] = 0
+    return C
+
+
+def test_direct_path_reads_its_corpus_up_to_n_texts_splits_at_ids_past_the_vocabulary_and_says_so(monkeypatch,
+                                                                                                 one_thread):
+    """The corpus named, cut at `n_texts` (a text past it would change the counts), an id the model's vocabulary
+    does not hold splits a text as a special token does, and the progress and note say what was done."""
+    from tests.families.circuits.test_direct_path import V
+
+    C = _counts_without_last()
+    m, texts, asked = _digit_setup(monkeypatch, C, extra=["0 1 " * 50], sep=V)  # id V: one past the vocabulary
+    said: list = []
+    info = registry.probe("direct_path_bigrams")
+    ctx = ProbeContext(model=m, seed=0, progress=lambda f, msg="": said.append((f, msg)))
+    frame = schemas.validate(info.call(ctx, corpus="digits:x", n_texts=len(texts), n_first=6, top_k=5),
+                             info.schema, info.metrics)
+    assert asked == ["digits:x"]
+    totals = C.sum(1)
+    order = list(np.argsort(-totals, kind="stable")[:6])
+    firsts = frame[frame.metric == "first_count"].sort_values("sample")
+    assert firsts["value"].tolist() == [float(totals[a]) for a in order]
+    assert frame["sample"].dtype == "Int64" and frame["rank"].dtype == "Int64"
+    assert frame[frame.metric == "spearman"]["rank"].isna().all()
+    assert said == [(0.0, "counting bigrams"), (0.5, "direct path"), (1.0, "direct path")]
+    assert frame.attrs["notes"] == [f"6 first tokens from {len(texts)} texts, top 5 next tokens each"]
+
+
+def test_direct_path_notes_first_tokens_skipped_for_tied_counts(monkeypatch, one_thread):
+    """A first token whose top next tokens all have the same count has no ranking: no ρ, and the note counts it."""
+    C = _counts_without_last()
+    totals = C.sum(1)
+    a = int(np.argsort(-totals, kind="stable")[0])
+    C[a, :-1] = 0
+    C[a, :6] = 50  # six followers, equally often: the top five are tied
+    m, texts, _ = _digit_setup(monkeypatch, C)
+    frame = run_probe("direct_path_bigrams", m, n_texts=len(texts), n_first=6, top_k=5)
+    assert (frame.metric == "spearman").sum() == 5
+    assert frame.attrs["notes"] == [f"6 first tokens from {len(texts)} texts, top 5 next tokens each; "
+                                    "1 skipped (tied counts)"]
+
+
+def test_direct_path_with_no_first_token_of_enough_followers_gives_an_empty_frame_that_says_why(monkeypatch):
+    C = _counts_without_last()
+    m, texts, _ = _digit_setup(monkeypatch, C)
+    frame = run_probe("direct_path_bigrams", m, n_texts=len(texts), n_first=6, top_k=40)
+    assert frame.empty and list(frame.columns) == ["sample", "rank", "token", "metric", "value"]
+    assert frame.attrs["notes"] == [f"no first token has 40 distinct followers in {len(texts)} texts"]
+
+
+@pytest.mark.parametrize("settings", [{"n_first": 2}, {"top_k": 2}])
+def test_direct_path_refuses_fewer_than_three_first_or_next_tokens(settings):
+    with pytest.raises(ValueError, match="^n_first and top_k must be ≥ 3$"):
+        registry.probe("direct_path_bigrams").call(ProbeContext(model=None, seed=0), **settings)
+
+
+def test_direct_path_defaults_are_the_documented_ones_and_three_is_allowed(monkeypatch, one_thread):
+    """A spec that sets nothing reads the registry's defaults (corpus, n_texts, n_first, top_k); the smallest
+    allowed n_first and top_k (3) run."""
+    from bench.families.circuits import direct_path as dp
+
+    C = _counts_without_last()
+    m, texts, asked = _digit_setup(monkeypatch, C, extra=["0 1"] * 5000)
+    seen = []
+    real = dp.top_bigrams
+    monkeypatch.setattr(dp, "top_bigrams", lambda *a, **k: seen.append(k) or real(*a, **k))
+    info = registry.probe("direct_path_bigrams")
+    defaults = {p.name: p.default for p in info.params.values()}
+    frame = info.call(ProbeContext(model=m, seed=0))
+    assert asked == [defaults["corpus"]]
+    assert seen == [{"n_first": defaults["n_first"], "top_k": defaults["top_k"]}]
+    assert f"from {defaults['n_texts']} texts" in frame.attrs["notes"][0]
+    small = run_probe("direct_path_bigrams", m, n_texts=len(texts), n_first=3, top_k=3)
+    assert (small.metric == "first_count").sum() == 3
