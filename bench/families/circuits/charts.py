@@ -41,7 +41,7 @@ def induction_chart(frame: pd.DataFrame):
 @chart_def("k_composition")
 def k_composition_chart(frame: pd.DataFrame):
     base = frame[frame["kind"] == "baseline"]
-    real = frame[frame["kind"].isin(["observed", "candidate"])].copy()
+    real = frame[frame["kind"].isin(["observed", "candidate"]) & (frame["metric"] == "k_composition")].copy()
     if base.empty or real.empty:
         heads = frame[frame["kind"] == "head"]
         if heads.empty:

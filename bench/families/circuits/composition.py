@@ -108,7 +108,7 @@ class CompositionParams:
     n_baseline: int = 200
 
 
-@probe_def("k_composition", version=3, schema=Composition, metrics=METRICS)
+@probe_def("k_composition", version=4, schema=Composition, metrics=METRICS)
 def k_composition(ctx, p: CompositionParams) -> pd.DataFrame:
     """K-composition of the top previous-token head into the top induction head, beside a random baseline."""
     m, n_baseline = ctx.model, p.n_baseline
@@ -141,8 +141,8 @@ def k_composition(ctx, p: CompositionParams) -> pd.DataFrame:
             kind = "observed" if (l, h) == (lp, hp) else "candidate"
             rows.append((kind, int(li), int(hi), l, h, None, "k_composition", s))
         ctx.progress(0.5 * (l + 1) / li, "composition scores")
-    scores = sorted((r[7] for r in rows if r[0] in ("observed", "candidate")), reverse=True)
-    observed = next(r[7] for r in rows if r[0] == "observed")
+    scores = sorted((r[7] for r in rows if r[6] == "k_composition"), reverse=True)
+    observed = next(r[7] for r in rows if r[0] == "observed" and r[6] == "k_composition")
     notes.append(f"its K-composition into the induction head ranks {scores.index(observed) + 1} of {len(scores)} "
                  f"earlier heads")
     base = random_baseline(arch.d_model, arch.d_head, n_baseline, ctx.generator(stream=7))

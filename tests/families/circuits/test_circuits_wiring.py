@@ -84,13 +84,43 @@ def test_k_composition_scores_the_top_previous_token_head_into_the_top_induction
     got = frame[frame.metric == "k_composition_random"].sort_values("sample")["value"].to_numpy()
     np.testing.assert_allclose(got, rand, rtol=1e-9)
     assert frame[frame.metric == "qk_norm"]["value"].item() == 0.0  # Llama has no per-head q/k norms
+    rank = 1 + sum(v > want[3] for v in want.values())
+    assert frame.attrs["notes"] == [
+        "top induction head L1H2 (score 0.900)", "top previous-token head before it L0H3 (score 0.800)",
+        f"its K-composition into the induction head ranks {rank} of 4 earlier heads"]
+    from bench.families.circuits import charts
+
+    dots = charts.k_composition_chart(frame).layer[1].data  # one dot per earlier head, the top one marked
+    assert sorted(dots["label"]) == ["L0H0", "L0H1", "L0H2", "L0H3"]
+    assert dots.loc[dots["label"] == "L0H3", "role"].item() == "top previous-token head"
+
+
+def test_k_composition_flags_an_induction_head_with_a_query_norm_alone_as_approximate(loaded_tiny, monkeypatch):
+    """Per-head norms on q or on k (either one) make the score approximate: the frame and the note say so."""
+    import dataclasses
+
+    ind = np.array([[0.1, 0.2, 0.3, 0.0], [0.05, 0.1, 0.9, 0.4]])
+    prev = np.array([[0.2, 0.1, 0.0, 0.8], [0.95, 0.0, 0.0, 0.0]])
+    monkeypatch.setattr(Repeats, "scores", lambda self, ctx: _scripted_heads(ind, prev))
+    real_arch = loaded_tiny.arch
+    real = comp.folded_head_weights
+    monkeypatch.setattr(comp, "folded_head_weights", lambda hf, arch, layer: real(hf, real_arch, layer))
+    blocks = list(real_arch.blocks)
+    blocks[1] = dataclasses.replace(blocks[1], q_norm="model.layers.1.self_attn.q_norm", k_norm=None)
+    m = SimpleNamespace(hf=loaded_tiny.hf, tokenizer=loaded_tiny.tokenizer,
+                        arch=dataclasses.replace(real_arch, blocks=type(real_arch.blocks)(blocks)))
+    frame = run_probe("k_composition", m, n_baseline=3)
+    assert frame[frame.metric == "qk_norm"]["value"].item() == 1.0
+    assert "the induction head has per-head q/k norms: the composition score is approximate" in frame.attrs["notes"]
 
 
 def test_k_composition_stops_when_the_top_induction_head_is_in_layer_0(loaded_tiny, monkeypatch):
     ind = np.array([[0.1, 0.9, 0.3, 0.0], [0.05, 0.1, 0.5, 0.4]])
     monkeypatch.setattr(Repeats, "scores", lambda self, ctx: _scripted_heads(ind, ind))
     frame = run_probe("k_composition", loaded_tiny, n_baseline=5)
-    assert set(frame.kind) == {"head"} and "layer 0" in " ".join(frame.attrs["notes"])
+    assert set(frame.kind) == {"head"}
+    assert frame.attrs["notes"] == ["top induction head L0H1 (score 0.900)",
+                                    "the top induction head is in layer 0: no earlier head can compose with it"]
 
 
 def test_norm_folding_compares_the_original_with_the_folded_copy(loaded_tiny, monkeypatch):
