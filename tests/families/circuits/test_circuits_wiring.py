@@ -61,7 +61,11 @@ def test_k_composition_scores_the_top_previous_token_head_into_the_top_induction
     ind = np.array([[0.1, 0.2, 0.3, 0.0], [0.05, 0.1, 0.9, 0.4]])  # top induction head L1H2
     prev = np.array([[0.2, 0.1, 0.0, 0.8], [0.95, 0.0, 0.0, 0.0]])  # top before layer 1: L0H3 (L1H0 is later)
     monkeypatch.setattr(Repeats, "scores", lambda self, ctx: _scripted_heads(ind, prev))
-    frame = run_probe("k_composition", loaded_tiny, n_baseline=5)
+    said: list = []
+    info = registry.probe("k_composition")
+    frame = schemas.validate(info.call(ProbeContext(model=loaded_tiny, seed=0, progress=lambda f, m="": said.append(
+        (f, m))), n_baseline=5), info.schema, info.metrics)
+    assert said == [(0.5, "composition scores"), (1.0, "baseline")]  # the one layer before the head, the baselines
     heads = frame[frame.kind == "head"].pivot_table(index=["layer", "head"], columns="metric", values="value")
     np.testing.assert_allclose(heads["induction_score"].to_numpy().reshape(2, 4), ind, atol=1e-12)
     np.testing.assert_allclose(heads["prev_token_score"].to_numpy().reshape(2, 4), prev, atol=1e-12)
