@@ -154,6 +154,8 @@ def test_norm_folding_compares_the_original_with_the_folded_copy(loaded_tiny, mo
     assert frame[frame.metric == "argmax_agreement"]["value"].eq(1.0).all()  # doubling keeps every argmax
     assert frame[frame.metric == "norms_folded"]["value"].item() == 3.0
     assert frame[frame.metric == "norms_left"]["value"].item() == 1.0
+    assert frame.attrs["notes"] == ["folded 3 norms into their consumers; 1 norms have no linear consumer and stay "
+                                    "as they are (e.g. x)"]
 
 
 class _DigitTokenizer:
@@ -195,6 +197,56 @@ def test_direct_path_counts_bigrams_within_texts_split_at_special_tokens(monkeyp
     emp = frame[(frame.metric == "bigram_logprob") & (frame["sample"] == 0)].sort_values("rank")["value"]
     top = np.argsort(-C[a], kind="stable")[:5]
     np.testing.assert_allclose(emp.to_numpy(), np.log(C[a, top] / totals[a]))
+
+
+def test_norm_folding_reads_its_settings_reports_progress_and_counts_argmax_changes(loaded_tiny, monkeypatch):
+    """The corpus and sizes a spec leaves out are the registry's defaults; a 'folded' copy whose head is negated
+    flips the argmax at every position whose top logit is not also the bottom one, counted per text; the
+    progress and note say what was done."""
+    from bench.models import folding
+
+    def negated(model):
+        twin = copy.deepcopy(model)
+        with torch.no_grad():
+            twin.lm_head.weight = torch.nn.Parameter(-model.lm_head.weight.detach().clone())
+        return twin, folding.FoldReport(folded=["a", "b"], left=[])
+
+    monkeypatch.setattr(folding, "folded_copy", negated)
+    texts = [f"Text number {i} says something about the weather." for i in range(40)]
+    asked, cut = [], []
+    monkeypatch.setattr("bench.corpora.load", lambda corpus: asked.append(corpus) or texts)
+    tok = loaded_tiny.tokenizer
+
+    def tokenize(text, **kw):
+        cut.append(kw.get("max_length"))
+        return tok(text, **kw)
+
+    m = SimpleNamespace(hf=loaded_tiny.hf, tokenizer=tokenize, device=loaded_tiny.device)
+    info = registry.probe("norm_folding")
+    defaults = {p.name: p.default for p in info.params.values()}
+    said: list = []
+    frame = info.call(ProbeContext(model=m, seed=0, progress=lambda f, msg="": said.append((f, msg))))
+    n = defaults["n_texts"]
+    assert asked == [defaults["corpus"]] and cut == [defaults["max_tokens"]] * n
+    agree = frame[frame.metric == "argmax_agreement"].sort_values("sample")
+    assert agree["sample"].tolist() == list(range(n))
+    assert str(frame["sample"].dtype) == "Int64"
+    for i in (0, n - 1):
+        ids = tok(texts[i], return_tensors="pt", truncation=True, max_length=defaults["max_tokens"])["input_ids"]
+        with torch.no_grad():
+            a = loaded_tiny.hf(input_ids=ids).logits[0]
+        want = (a.argmax(-1) == (-a).argmax(-1)).float().mean().item()
+        assert agree["value"].iloc[i] == pytest.approx(want)
+    assert agree["value"].max() < 1.0
+    assert said == [(0.0, "folding norms")] + [((i + 1) / n, "comparing logits") for i in range(n)]
+    assert frame.attrs["notes"] == ["folded 2 norms into their consumers"]
+    assert frame[frame.metric == "norms_left"]["value"].item() == 0.0
+
+
+def test_norm_folding_refuses_an_empty_corpus(loaded_tiny, monkeypatch):
+    monkeypatch.setattr("bench.corpora.load", lambda corpus: [])
+    with pytest.raises(ValueError, match="^corpus empty:x holds no text$"):
+        run_probe("norm_folding", loaded_tiny, corpus="empty:x")
 
 
 def test_toy_composition_model_rows_are_the_models_induction_scores(loaded_tiny, one_thread):
