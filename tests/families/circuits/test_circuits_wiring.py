@@ -265,6 +265,62 @@ def test_toy_composition_model_rows_are_the_models_induction_scores(loaded_tiny,
         np.testing.assert_allclose(per["loss_drop"], per["loss_first"] - per["loss_second"], rtol=1e-6)
 
 
+def test_toy_composition_trains_each_run_with_its_own_seed_and_the_settings_given(loaded_tiny, monkeypatch):
+    """Scripted toys: each training run gets the settings in their places and seed run seed + r, on the run's
+    device; its evaluation (held-out seed cfg.seed + 10 000) fills the toy rows, loss_drop = first − second; the
+    progress and note name the runs."""
+    from bench.families.circuits import toy
+    from bench.families.circuits import toy_composition as tc
+
+    trained = []
+
+    def train(cfg, progress=None, device="cpu"):
+        trained.append((cfg, str(device)))
+        progress(1, 2)
+        return cfg
+
+    def evaluate(cfg, c, n_seq, seed):
+        assert cfg is c
+        base = seed + c.n_layers  # numbers that name the run, the toy and the sequence
+        ind = np.arange(n_seq * c.n_layers * c.n_heads, dtype=float).reshape(n_seq, c.n_layers, c.n_heads) + base
+        return {"induction": ind, "prev_token": -ind, "loss_first": np.arange(n_seq) + 10.0 * base,
+                "loss_second": np.arange(n_seq) * 0.5 + base}
+
+    monkeypatch.setattr(toy, "train", train)
+    monkeypatch.setattr(toy, "evaluate", evaluate)
+    said: list = []
+    info = registry.probe("toy_composition")
+    ctx = ProbeContext(model=loaded_tiny, seed=5, progress=lambda f, m="": said.append((round(f, 6), m)))
+    frame = info.call(ctx, seq_len=6, batch=2, toy_vocab=11, toy_width=12, toy_heads=3, toy_period=7, toy_steps=13,
+                      toy_batch=14, toy_lr=0.5, toy_eval=4, toy_runs=2)
+    frame = schemas.validate(frame, info.schema, info.metrics)
+    want = [toy.ToyConfig(vocab=11, d_model=12, n_heads=3, n_layers=n, period=7, steps=13, batch=14, lr=0.5, seed=s)
+            for s in (5, 6) for n in (1, 2)]
+    assert trained == [(c, "cpu") for c in want]
+    for seed in (5, 6):
+        for n in (1, 2):
+            rows = frame[(frame.subject == f"toy-{n}L") & (frame.train_seed == seed)]
+            per = rows[rows.metric.str.startswith("loss")].pivot_table(index="sample", columns="metric",
+                                                                         values="value")
+            base = seed + 10_000 + n
+            np.testing.assert_allclose(per["loss_first"], np.arange(4) + 10.0 * base)
+            np.testing.assert_allclose(per["loss_drop"], per["loss_first"] - per["loss_second"])
+            ind = rows[rows.metric == "induction_score"].sort_values(["sample", "layer", "head"])["value"]
+            np.testing.assert_allclose(ind.to_numpy(), np.arange(4 * n * 3) + base)
+            prev = rows[rows.metric == "prev_token_score"].sort_values(["sample", "layer", "head"])["value"]
+            np.testing.assert_allclose(prev.to_numpy(), -(np.arange(4 * n * 3) + base))
+    assert frame[frame.subject == "model"]["train_seed"].isna().all()
+    assert str(frame["train_seed"].dtype) == "Int64"
+    assert said == [(0.125, "training 1-layer toy (run 1 of 2)"), (0.375, "training 2-layer toy (run 1 of 2)"),
+                    (0.625, "training 1-layer toy (run 2 of 2)"), (0.875, "training 2-layer toy (run 2 of 2)"),
+                    (1.0, "repeated random tokens")]  # then the model's own heads
+    assert frame.attrs["notes"] == ["toy models: width 12, 3 heads, vocab 11, 13 steps of batch 14, lr 0.5, 2 "
+                                    "training runs (seeds 5–6)"]
+    with pytest.raises(ValueError, match="^toy_runs must be at least 1, got 0$"):
+        info.call(ctx, toy_runs=0)
+    assert tc.METRICS == ("induction_score", "prev_token_score", "loss_first", "loss_second", "loss_drop")
+
+
 def test_norm_folding_compares_in_float32_when_the_run_is_bfloat16(tiny_model_dir, monkeypatch):
     """The rewrite is exact algebra: under a bfloat16 run both sides are float32 copies, so the relative
     difference stays at float32 rounding (< 1e-5) instead of bfloat16's (≈ 1e-2); the live model is untouched."""
