@@ -366,8 +366,8 @@ def test_toy_composition_trains_its_toys_on_the_runs_device(loaded_tiny, monkeyp
     assert len(toys) == 2 and "device" not in toys[0] and toys[1]["device"] == "cuda"
 
 
-def _digit_setup(monkeypatch, C, extra: list[str] = (), sep: int | None = None):
-    """A bigram model of `C`, and a corpus of its pairs two to a text split by the special id (or `sep`), with
+def _digit_setup(monkeypatch, C, extra: list[str] = (), sep: int | None = None, model_counts=None):
+    """A bigram model of `C` (or of `model_counts`), and a corpus of its pairs two to a text split by the special id (or `sep`), with
     `extra` texts after them; returns (model, texts, names the corpus was loaded under)."""
     from tests.families.circuits.test_direct_path import V, _bigram_model
 
@@ -377,7 +377,8 @@ def _digit_setup(monkeypatch, C, extra: list[str] = (), sep: int | None = None):
              for i in range(0, len(pairs), 2)]
     asked: list[str] = []
     monkeypatch.setattr("bench.corpora.load", lambda corpus: asked.append(corpus) or texts + list(extra))
-    model = _bigram_model(np.where(C > 0, C, 1))
+    M = C if model_counts is None else model_counts
+    model = _bigram_model(np.where(M > 0, M, 1))
     m = SimpleNamespace(hf=model, arch=arch_mod.inspect(model), tokenizer=_DigitTokenizer(S))
     return m, texts, asked
 
@@ -416,17 +417,37 @@ def test_direct_path_reads_its_corpus_up_to_n_texts_splits_at_ids_past_the_vocab
 
 
 def test_direct_path_notes_first_tokens_skipped_for_tied_counts(monkeypatch, one_thread):
-    """A first token whose top next tokens all have the same count has no ranking: no ρ, and the note counts it."""
+    """A first token whose top next tokens all have the same count has no ranking: no ρ (though the model's
+    direct path ranks them), and the note counts it."""
     C = _counts_without_last()
+    model_counts = C.copy()
     totals = C.sum(1)
     a = int(np.argsort(-totals, kind="stable")[0])
     C[a, :-1] = 0
     C[a, :6] = 50  # six followers, equally often: the top five are tied
-    m, texts, _ = _digit_setup(monkeypatch, C)
+    m, texts, _ = _digit_setup(monkeypatch, C, model_counts=model_counts)
     frame = run_probe("direct_path_bigrams", m, n_texts=len(texts), n_first=6, top_k=5)
     assert (frame.metric == "spearman").sum() == 5
     assert frame.attrs["notes"] == [f"6 first tokens from {len(texts)} texts, top 5 next tokens each; "
                                     "1 skipped (tied counts)"]
+    assert frame[(frame.metric == "direct_logprob") & (frame["sample"] == 0)]["value"].nunique() == 5
+
+
+def test_a_direct_path_that_ties_its_top_next_tokens_gives_no_rho():
+    """Spearman's ρ needs spread on both sides: tied direct-path log-probabilities skip the token too."""
+    from bench.families.circuits import direct_path as dp
+
+    chosen = [(7, 10, np.array([0, 1, 2]), np.log(np.array([0.5, 0.3, 0.2])))]
+    tied = dp.spearman_rows(np.zeros((1, 3)), chosen)
+    assert [r[3] for r in tied].count("spearman") == 0
+    ranked = dp.spearman_rows(np.log(np.array([[0.6, 0.3, 0.1]])), chosen)
+    assert [r[4] for r in ranked if r[3] == "spearman"] == [1.0]
+
+
+def test_direct_path_refuses_an_empty_corpus(monkeypatch):
+    monkeypatch.setattr("bench.corpora.load", lambda corpus: [])
+    with pytest.raises(ValueError, match="^corpus none:x holds no text$"):
+        registry.probe("direct_path_bigrams").call(ProbeContext(model=SimpleNamespace(), seed=0), corpus="none:x")
 
 
 def test_direct_path_with_no_first_token_of_enough_followers_gives_an_empty_frame_that_says_why(monkeypatch):

@@ -103,3 +103,17 @@ def test_bloom_direct_path_starts_from_the_normed_embedding_the_blocks_read(one_
         skipped = model.lm_head(model.transformer.ln_f(model.transformer.word_embeddings(ids)))
     torch.testing.assert_close(dp.direct_logits(model, arch, ids), want, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(skipped, want, atol=1e-3)  # the norm matters on this model
+
+
+def test_direct_logits_are_soft_capped_when_the_config_caps_the_models_logits():
+    """A config with final_logit_softcapping c (Gemma 2): the direct path ends as the model's own logits do,
+    c·tanh(z / c), so no logit exceeds c in size (tanh reaches 1 in float32 for the largest)."""
+    C = _counts()
+    model = _bigram_model(C)
+    arch = arch_mod.inspect(model)
+    ids = torch.arange(V)
+    raw = dp.direct_logits(model, arch, ids)
+    model.config.final_logit_softcapping = 0.5
+    capped = dp.direct_logits(model, arch, ids)
+    torch.testing.assert_close(capped, 0.5 * torch.tanh(raw / 0.5))
+    assert capped.abs().max() <= 0.5 < raw.abs().max()
