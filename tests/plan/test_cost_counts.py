@@ -284,3 +284,39 @@ def test_grouped_decoding_counts_each_prefix_once_and_the_shared_batches(tiny):
     assert seen.tokens == predicted.forward + predicted.generated
     assert seen.rows == predicted.head + predicted.generated
     assert predicted.head == 2 + 5 and predicted.generated == 5 * 2  # 2 prefixes, 5 first tokens, 2 more each
+
+
+def test_knowledge_plans_the_pools_first_chunk_and_notes_that_it_may_grow(tiny, monkeypatch):
+    """The pool grows past its first chunk only while too few of its facts are Unknown, which the plan cannot
+    know: it counts the first chunk (room to grow adds nothing), and a larger chunk adds its categorisation."""
+    from bench.corpora.facts import Fact
+    from bench.families.knowledge import study
+
+    def facts(prefix, n):
+        return [Fact(f"{prefix}{i}", rel, (f"{prefix.lower()}{i}",)) for rel in ("capital", "country")
+                for i in range(n)]
+
+    def split(design):  # chunks of n_pool facts, half of each relation, up to max_pool
+        n = design.n_pool
+        every = facts("P", design.max_pool // 2)
+        halves = [[f for f in every if f.relation == rel] for rel in ("capital", "country")]
+        chunks = [h[c * n // 2:(c + 1) * n // 2] for c in range(design.max_pool // n) for h in halves]
+        return facts("D", 4), [chunks[i] + chunks[i + 1] for i in range(0, len(chunks), 2)]
+
+    monkeypatch.setattr(study, "split", split)
+    info = registry.probe("knowledge_shift")
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    base = dict(corpus="facts:x", n_demos=8, n_pool=8, max_pool=8, k=2, shots=2, n_train=2, n_mix=1, epochs=1,
+                batch=2, conditions=["uk_only"], seeds=[1], max_new=4)
+
+    def before_work(**change):
+        cost = gc.cost_of(info, planned, {**base, **change})
+        return [w for k, w in cost.parts if k and k.startswith("knowledge-before")], cost
+
+    one, cost = before_work()
+    room, _ = before_work(max_pool=32)
+    bigger, _ = before_work(n_pool=16, max_pool=16)
+    assert len(one) == len(room) == len(bigger) == 1
+    assert room[0] == one[0] and bigger[0].generated > one[0].generated
+    assert cost.notes[0] == ("the pool counted as its first chunk of 8 facts: it grows, by chunks up to max_pool = 8, "
+                             "only while fewer than n_train = 2 of them are Unknown")
