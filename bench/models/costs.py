@@ -69,22 +69,29 @@ def decode(tok, prompts: Sequence[str], max_new_tokens: int | Sequence[int], *, 
 
 
 def decode_groups(tok, groups: Sequence[Sequence[str]], max_new_tokens: int, *, micro_batch: int = 32,
-                  window: int | None = None) -> Work:
+                  window: int | None = None, lengths: Sequence[Sequence[int]] | None = None) -> Work:
     """The work of :func:`bench.models.decoding.decode_groups`: every group's common prefix in one left-padded
     pass, then micro-batches of all groups' rests, each padded to its longest (group by group, as
-    :func:`decode`, when the layout could outgrow a sliding `window`)."""
-    live = [list(g) for g in groups if len(g)]
+    :func:`decode`, when the layout could outgrow a sliding `window`).  Every answer runs to `max_new_tokens`,
+    or to its own entry of `lengths` (per group, per prompt; capped at `max_new_tokens`) where a stop string
+    is expected to end it sooner."""
+    kept = [i for i, g in enumerate(groups) if len(g)]
+    live = [list(groups[i]) for i in kept]
+    budgets = [[min(max_new_tokens, int(n)) for n in lengths[i]] if lengths is not None else
+               [max_new_tokens] * len(groups[i]) for i in kept]
     rows = [[_ids(tok, p) for p in g] for g in live]
     pre = [decoding.shared_length(r) for r in rows]
     P = max(pre, default=0)
     rests = [len(r) - p for g, p in zip(rows, pre) for r in g]
+    flat = [b for g in budgets for b in g]
     if not live or not P or (window is not None and P + max(rests) + max_new_tokens > window):
-        return sum((decode(tok, g, max_new_tokens, micro_batch=micro_batch, window=window) for g in live), Work())
+        return sum((decode(tok, g, b, micro_batch=micro_batch, window=window) for g, b in zip(live, budgets)),
+                   Work())
     G = len(live)
     w = Work(forward=G * P, head=G, calls=1, context=P, batch_tokens=G * P, logit_rows=G)
     for i in range(0, len(rests), micro_batch):
         part = rests[i: i + micro_batch]
-        w = w + _steps(len(part), max(part), [max_new_tokens] * len(part), P)
+        w = w + _steps(len(part), max(part), flat[i: i + micro_batch], P)
     return w
 
 

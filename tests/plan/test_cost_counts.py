@@ -320,3 +320,42 @@ def test_knowledge_plans_the_pools_first_chunk_and_notes_that_it_may_grow(tiny, 
     assert room[0] == one[0] and bigger[0].generated > one[0].generated
     assert cost.notes[0] == ("the pool counted as its first chunk of 8 facts: it grows, by chunks up to max_pool = 8, "
                              "only while fewer than n_train = 2 of them are Unknown")
+
+
+def test_grouped_decoding_counts_answers_that_stop_early_at_their_expected_lengths(tiny):
+    """`lengths`: each answer at its own length (capped at the budget).  By hand for a layout, and against the
+    model when every answer is a newline (decoding stops each row after one token): the same counts as pushed."""
+    from bench.models import costs as mc
+    from bench.models import decoding
+
+    tok, hf = tiny.model.tokenizer, tiny.model.hf
+    groups = [[f"Question: one two three\nAnswer: x\n\nQuestion: {q}\nAnswer:" for q in ("a", "b c", "d e f")],
+              [f"Question: four\nAnswer: y\n\nQuestion: {q}\nAnswer:" for q in ("g", "h i")]]
+    whole = mc.decode_groups(tok, groups, 3, micro_batch=2)
+    short = mc.decode_groups(tok, groups, 3, micro_batch=2, lengths=[[1, 2, 9], [2, 2]])
+    # budgets 1, 2, 3 (9 capped), 2, 2 in batches [1, 2], [3, 2], [2]: (0 + 1) + (2 + 1) + 1 more tokens, and the
+    # calls each batch makes: its longest budget
+    assert short.generated == 5 and whole.generated == 10
+    assert short.head == whole.head == 2 + 5
+    assert whole.calls - short.calls == (3 - 2) + (3 - 3) + (3 - 2)
+    newline = tok("\n", add_special_tokens=False)["input_ids"]
+    assert len(newline) == 1
+    predicted = mc.decode_groups(tok, groups, 3, micro_batch=2, lengths=[[1] * 3, [1] * 2])
+    seen = Pushed(hf, newline[0])
+    try:
+        out = decoding.decode_groups(hf, tok, groups, 3, micro_batch=2)
+    finally:
+        seen.close()
+    assert all(t.strip() == "" for g in out for t in g)
+    assert seen.tokens == predicted.forward + predicted.generated
+    assert seen.rows == predicted.head + predicted.generated
+
+
+def test_knowledge_counts_each_answer_at_its_length_in_the_demonstrations_format(tiny):
+    from bench.corpora.facts import Fact
+    from bench.families.knowledge import costs as kc
+
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    fact = Fact("France", "capital", ("Paris",))
+    tok = tiny.model.tokenizer
+    assert kc.answer_tokens(planned, fact) == len(tok(" Paris\n", add_special_tokens=False)["input_ids"])

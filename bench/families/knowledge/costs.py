@@ -15,12 +15,20 @@ from bench.models import costs as mc
 from bench.models.train import Example, Recipe
 
 
+def answer_tokens(m: Planned, fact) -> int:
+    """Tokens of an answer in the demonstrations' format, " <answer>" and the newline that stops decoding."""
+    return len(m.tokenizer(f" {fact.answer}\n", add_special_tokens=False)["input_ids"])
+
+
 def _count_correct(m: Planned, facts, prompts: Prompts, max_new: int, batch: int) -> Work:
-    """:func:`.categorise.count_correct`: the groups of every relation and prompt decoded in shared batches."""
+    """:func:`.categorise.count_correct`: the groups of every relation and prompt decoded in shared batches,
+    each answer counted at the length of the fact's own answer (:func:`answer_tokens`)."""
     rels = sorted({f.relation for f in facts})
-    groups = [[prompts.prefixes[rel][j] + ask(f) for f in facts if f.relation == rel]
-              for rel in rels for j in range(prompts.k)]
-    return mc.decode_groups(m.tokenizer, groups, max_new, micro_batch=batch, window=m.shape.window)
+    jobs = [(rel, j) for rel in rels for j in range(prompts.k)]
+    groups = [[prompts.prefixes[rel][j] + ask(f) for f in facts if f.relation == rel] for rel, j in jobs]
+    lengths = [[answer_tokens(m, f) for f in facts if f.relation == rel] for rel, _ in jobs]
+    return mc.decode_groups(m.tokenizer, groups, max_new, micro_batch=batch, window=m.shape.window,
+                            lengths=lengths)
 
 
 @cost_def("knowledge_shift")
@@ -44,7 +52,8 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
     lora = Recipe(method="lora", epochs=epochs, batch=batch, lr=lr, schedule=schedule, r=r, alpha=lora_alpha,
                   rslora=rslora, dropout=dropout, targets=targets, loss=loss)
     ev = _count_correct(m, first, prompts, max_new, eval_batch)  # the same prompts after every training run
-    zero = mc.decode(m.tokenizer, [ask(f) for f in trained], max_new, micro_batch=eval_batch, share=False)
+    zero = mc.decode(m.tokenizer, [ask(f) for f in trained], [min(max_new, answer_tokens(m, f)) for f in trained],
+                     micro_batch=eval_batch, share=False)
     for s in (list(seeds) or [m.seed]):
         for cond in conditions:
             rec = study.recipe_for(cond, lora, full_lr, s)
@@ -62,5 +71,7 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
     return Cost(tuple(parts), units=len(first) * n_seeds, unit="facts × seeds",
                 notes=(f"the pool counted as its first chunk of {len(first)} facts: it grows, by chunks up to "
                        f"max_pool = {max_pool}, only while fewer than n_train = {n_train} of them are Unknown",
-                       "each answer counted at its whole token budget",
+                       f"each answer counted at its own length in the demonstrations' format (' <answer>' and "
+                       f"the newline that stops decoding), not at its budget of max_new = {max_new} tokens: an answer "
+                       f"that runs on costs up to that",
                        "held-out facts counted as the first chunk's (which facts are held out depends on the answers)"))
