@@ -131,3 +131,26 @@ def test_exceeds_baselines_is_refuted_by_one_baseline_and_marks_approximate():
     mixed = evaluate(f[f["metric"] != "flag"], "exceeds_baselines", params)  # beats gauss, far below perm
     assert mixed.outcome is Outcome.REFUTED and mixed.sensitivity  # one conjunct false: the claim is false
     assert [p for p in mixed.reason.split("; ") if p.startswith("vs gauss")][0].startswith("vs gauss: SUPPORTED")
+
+
+def test_a_block_without_a_norm_before_attention_folds_nothing_into_q_k_and_v():
+    """OLMo 2 places its norms after attention: with no input norm, Q, K and V are the block's own head weights
+    (and W_O still folds an output norm when there is one)."""
+    import dataclasses
+
+    from bench.families.circuits.composition import folded_head_weights
+    from bench.models import arch as arch_mod
+    from bench.models.heads import head_weights
+    from tests.conftest import build_tiny
+
+    model = build_tiny("llama", seed=4)
+    arch = arch_mod.inspect(model)
+    blocks = list(arch.blocks)
+    blocks[1] = dataclasses.replace(blocks[1], attn_in_norm=None)
+    bare = dataclasses.replace(arch, blocks=type(arch.blocks)(blocks))
+    W_Q, W_K, W_V, W_O, kv = folded_head_weights(model, bare, 1)
+    hw = head_weights(model, arch, 1)
+    for got, raw in ((W_Q, hw.W_Q), (W_K, hw.W_K), (W_V, hw.W_V), (W_O, hw.W_O)):
+        torch.testing.assert_close(got, raw)
+    g = model.model.layers[1].input_layernorm.weight.detach()
+    assert not torch.allclose(g, torch.ones_like(g))  # the norm left out would have changed them
