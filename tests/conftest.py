@@ -74,6 +74,7 @@ def build_tiny(family: str = "llama", seed: int = 0, vocab: int | None = None, *
     torch.manual_seed(seed)
     v = vocab or 320
     common = dict(vocab_size=v, num_hidden_layers=2, num_attention_heads=4, hidden_size=32)
+    common.update({k: over.pop(k) for k in list(over) if k in common})  # e.g. num_hidden_layers=3
     if family == "llama":
         cfg = tf.LlamaConfig(**common, intermediate_size=64, num_key_value_heads=2, max_position_embeddings=256,
                              tie_word_embeddings=True, **over)

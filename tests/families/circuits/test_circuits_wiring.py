@@ -482,3 +482,19 @@ def test_direct_path_defaults_are_the_documented_ones_and_three_is_allowed(monke
     assert f"from {defaults['n_texts']} texts" in frame.attrs["notes"][0]
     small = run_probe("direct_path_bigrams", m, n_texts=len(texts), n_first=3, top_k=3)
     assert (small.metric == "first_count").sum() == 3
+
+
+def test_k_composition_progress_steps_through_each_layer_before_the_induction_head(monkeypatch):
+    """Three layers, the top induction head in layer 2: half the progress is spent over layers 0 and 1."""
+    from tests.conftest import build_tiny
+
+    hf = build_tiny("llama", num_hidden_layers=3)
+    m = SimpleNamespace(hf=hf, arch=arch_mod.inspect(hf), tokenizer=None)
+    ind = np.array([[0.1, 0.2, 0.3, 0.0], [0.05, 0.1, 0.2, 0.4], [0.0, 0.9, 0.0, 0.0]])
+    prev = np.array([[0.2, 0.1, 0.0, 0.8], [0.3, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    monkeypatch.setattr(Repeats, "scores", lambda self, ctx: _scripted_heads(ind, prev))
+    said: list = []
+    frame = registry.probe("k_composition").call(
+        ProbeContext(model=m, seed=0, progress=lambda f, msg="": said.append((f, msg))), n_baseline=2)
+    assert said == [(0.25, "composition scores"), (0.5, "composition scores"), (1.0, "baseline")]
+    assert len(frame[frame.metric == "k_composition"]) == 8  # every head of layers 0 and 1
