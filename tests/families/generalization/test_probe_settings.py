@@ -95,3 +95,34 @@ def test_every_setting_reaches_its_own_place_in_the_run(monkeypatch):
     assert run.args == _expected(values)
     assert run.stages == ([("base", None), ("initial", None)] + [("rl", s) for s in range(3)]
                           + [("base_rl", s) for s in range(3)])
+
+
+class _Hands:
+    """What _Run reads of a context: the seed, and the model's fingerprint, weights and tokenizer."""
+
+    def __init__(self, seed):
+        import torch
+
+        self.seed = seed
+        self.model = type("M", (), {"fingerprint": "fp", "hf": torch.nn.Linear(2, 3), "tokenizer": None})()
+
+
+@pytest.mark.parametrize("faces", [False, True])
+def test_the_runs_hand_sets_come_from_their_own_streams(faces):
+    """Training hands (stream 1), the start's hands (stream 4, half with a face card when init_faces), and the
+    held-out in- and out-of-distribution hands (streams 2 and 3, every hand with a face card), each the draw of
+    its own stream; demonstrations follow demo_faces."""
+    from bench.families.generalization import tasks
+
+    task = tasks.TaskConfig(4, 24, "+-*/", 100)
+    data = dict(demos=2, demo_faces=faces, n_init=12, init_faces=faces, n_train=16, n_eval=10)
+    run = probes._Run(_Hands(3), task, data, 4, {"max_new_tokens": 8}, {})
+    init_task = tasks.TaskConfig(4, 24, "+-*/", 100, face_share=0.5 if faces else 0.0)
+    assert run.train_items == tasks.generate(task, "id", 16, 3, stream=1)
+    assert run.init_items == tasks.generate(init_task, "id", 12, 3, stream=4)
+    assert run.eval_items["id"] == tasks.generate(task, "id", 10, 3, stream=2, need_face=True)
+    assert run.eval_items["ood"] == tasks.generate(task, "ood", 10, 3, stream=3, need_face=True)
+    assert run.demos == {r: tasks.demo_items(task, r, 2, 3, faces=faces) for r in ("id", "ood")}
+    draws = [run.train_items, run.init_items, run.eval_items["id"]]
+    assert len({tuple(items) for items in draws}) == 3  # three streams, three different draws
+    assert run.n_params == 2 * 3 + 3
