@@ -17,6 +17,7 @@ import torch
 from bench import models
 from bench.ground import registry, schemas
 from bench.ground.context import ProbeContext
+from bench.ground.errors import BenchError
 from bench.corpora.tagged import questions
 from bench.families.microscope import probes as mprobes
 from bench.families.microscope import text_probes
@@ -208,3 +209,48 @@ def test_token_removal_hands_the_answerer_its_settings_and_says_what_it_did(tiny
     seen.clear()
     info.call(ctx, max_new_tokens=3, micro_batch=5, n_questions=6, n_demos=3)
     assert seen == [(tiny_lm, 3, 5)] * len(CONDITIONS)
+
+
+def test_shift_fractions_read_the_last_token_and_count_strictly_past_eps():
+    """One layer, three tokens of two dimensions: the last token (not the second) is compared, and a difference
+    of exactly eps does not count as shifted."""
+    a = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
+    b = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
+    fr = text_probes.shift_fractions(a, b, eps=0.5)
+    assert fr["frac_shifted_last"].tolist() == [1.0]  # [1, 0] against [0, 1]; the second tokens would agree
+    assert fr["frac_shifted_mean"].tolist() == [0.0] and fr["frac_shifted_raw"].tolist() == [0.0]  # same means
+    edge = text_probes.shift_fractions(torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[0.0, 1.0]]]), eps=1.0)
+    assert edge["frac_shifted_mean"].tolist() == [0.0] and edge["frac_shifted_last"].tolist() == [0.0]
+    assert edge["frac_shifted_raw"].tolist() == [0.0]
+    assert text_probes.shift_fractions(torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[0.0, 1.0]]]),
+                                       eps=0.999)["frac_shifted_raw"].tolist() == [1.0]
+
+
+def test_question_shift_reads_its_defaults_reports_progress_and_needs_two_questions(tiny_lm, monkeypatch):
+    from bench.families.microscope import text_probes as tp
+
+    asked = []
+    qs = ["Is it here?", "Is it there?", "Is it now?"]
+    monkeypatch.setattr(tp, "questions", lambda corpus, n: asked.append((corpus, n)) or qs[:n])
+    seen = []
+
+    def states(model, text):
+        seen.append(text)
+        return torch.ones(2, 2, 4)
+
+    monkeypatch.setattr(tp, "_states", states)
+    info = registry.probe("question_shift")
+    defaults = {p.name: p.default for p in info.params.values()}
+    said: list = []
+    frame = info.call(ProbeContext(model=tiny_lm, seed=0, progress=lambda f, m="": said.append((f, m))))
+    assert asked == [(defaults["corpus"], defaults["n_texts"])]
+    assert seen == [t for q in qs for t in (q, q + defaults["suffix"])]
+    msg = "questions with and without an extra question mark"
+    assert said == [((i + 1) / 3, msg) for i in range(3)]
+    assert sorted(set(frame["layer"])) == [0, 1]
+    assert frame.attrs["notes"] == [f"3 questions; |Δ| > {defaults['eps']:g} per dimension of the unit-normalised "
+                                    "mean state (primary), of the unit-normalised last-token state, and of the raw "
+                                    "mean state"]
+    assert len(info.call(ProbeContext(model=tiny_lm, seed=0), n_texts=2)) > 0  # two questions are enough
+    with pytest.raises(BenchError, match="^corpus text:x has fewer than 2 questions$"):
+        info.call(ProbeContext(model=tiny_lm, seed=0), corpus="text:x", n_texts=1)
