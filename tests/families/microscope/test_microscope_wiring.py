@@ -92,6 +92,9 @@ def test_intrinsic_dimension_is_measured_per_layer_on_the_collected_states(tiny_
     np.testing.assert_allclose(dims["value"].to_numpy(), np.arange(L1) + 2, rtol=0.15)
     ratio = frame[frame["metric"] == "id_ratio"].sort_values("layer")["value"].to_numpy()
     np.testing.assert_allclose(ratio, dims["value"].to_numpy() / d)
+    code = frame[frame["metric"] == "intrinsic_dim_code"].sort_values("layer")["value"].to_numpy()
+    code_ratio = frame[frame["metric"] == "id_ratio_code"].sort_values("layer")["value"].to_numpy()
+    np.testing.assert_allclose(code_ratio, code / d)
     assert frame[frame["metric"] == "id_points"]["value"].eq(n).all()
     items = prepare_items(tiny_lm.tokenizer, "builtin:english", 5, 16)
     want = layer_pass(tiny_lm, items, micro=16)
@@ -109,11 +112,31 @@ def test_logit_lens_reads_the_sample_it_is_given(tiny_lm, monkeypatch):
                              "metric": "model_loss", "value": [float(it.sample) for it in items]})
 
     monkeypatch.setattr(mprobes, "lens_frame", scripted)
-    frame = call("logit_lens", tiny_lm, corpus="builtin:english", n_texts=4, max_tokens=12, micro_batch=2)
+    said: list = []
+    info = registry.probe("logit_lens")
+    frame = schemas.validate(info.call(ProbeContext(model=tiny_lm, seed=0, progress=lambda f, m="": said.append(
+        (f, m))), corpus="builtin:english", n_texts=4, max_tokens=12, micro_batch=2), info.schema, info.metrics)
     want = prepare_items(tiny_lm.tokenizer, "builtin:english", 4, 12)
     assert [it.ids for it in seen["items"]] == [it.ids for it in want] and seen["micro"] == 2
     assert frame["value"].tolist() == [float(it.sample) for it in want]
-    assert frame.attrs["notes"][0].startswith(f"{len(want)} texts, {len(want)} predicted tokens")
+    assert said == [(0.0, "tagging and tokenising text")]
+    assert frame.attrs["notes"] == [
+        "4 texts, 4 predicted tokens",
+        "lens_loss (paper's formula): −log p(next token), read through the final norm and the head; lens_loss_code "
+        "(authors' code, llm-microscope 0.0.7): −log p(the lens's own top-1 token), the head applied to the raw "
+        "states (the last layer's already normed, as transformers returns it)"]
+
+
+def test_intrinsic_dimension_hands_its_discard_share_to_the_paper_formula(tiny_lm, monkeypatch):
+    """The paper's fit drops the top `discard` share of the distance ratios: the value given, not a default."""
+    from bench.families.microscope import intrinsic
+
+    got = []
+    real = intrinsic.twonn_both
+    monkeypatch.setattr(mprobes, "twonn_both", lambda pts, **kw: got.append(kw) or real(pts, **kw))
+    call("intrinsic_dimension", tiny_lm, corpus="builtin:english", n_texts=3, max_tokens=8, id_points=50,
+         discard=0.25)
+    assert got == [{"discard": 0.25}] * (tiny_lm.arch.n_layers + 1)
 
 
 QUESTIONS = ["Where is the station tonight?", "Why is the sky blue at noon?", "Who planted the old tree?",
