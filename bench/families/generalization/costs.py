@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-import numpy as np
-
 from bench.ground.costs import Cost, Planned, Work, cost_def
 from bench.families.generalization import tasks
 from bench.families.generalization.train_loop import TrainConfig, config, flops_of, step_tokens, steps_for_flops
@@ -82,8 +80,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
     if {"sft", "rl"} & set(arms):
         parts.append(("sft_vs_rl|initial", init))
     for s in range(seeds):
-        perm = np.random.default_rng([seed, 7, s]).permutation(len(train_items))
-        order = [train_items[i] for i in perm]
+        order = tasks.training_order(train_items, seed, s)
         for arm in ("sft", "rl", "base_rl"):
             if arm not in arms:
                 continue

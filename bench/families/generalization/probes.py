@@ -174,8 +174,7 @@ class _Run:
 
     def order(self, seed: int) -> list[tasks.Item]:
         """The training hands in the order seed `seed` sees them (the seed's own permutation)."""
-        perm = np.random.default_rng([self.ctx.seed, 7, seed]).permutation(len(self.train_items))
-        return [self.train_items[i] for i in perm]
+        return tasks.training_order(self.train_items, self.ctx.seed, seed)
 
     def prompts(self, items) -> list[str]:
         return [tasks.prompt(it, self.demos[it.rule]) for it in items]

@@ -344,6 +344,13 @@ def generate(cfg: TaskConfig, rule: Rule, n: int, seed: int, *, stream: int = 0,
     return items
 
 
+def training_order(items: list[Item], run_seed: int, seed: int) -> list[Item]:
+    """`items` in the order training seed `seed` of a run seeded `run_seed` sees them (its own permutation); the
+    probe and its cost model both read it, so the plan counts the batches the run trains on."""
+    perm = np.random.default_rng([run_seed, 7, seed]).permutation(len(items))
+    return [items[i] for i in perm]
+
+
 def _item(cfg: TaskConfig, ranks, rule: Rule, target: int, expr: str) -> Item:
     hidden = not cfg.show_target
     return Item(ranks, rule, target, f"{expr}={target}" if hidden else expr, hidden, cfg.ops)

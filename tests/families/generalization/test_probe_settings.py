@@ -126,3 +126,27 @@ def test_the_runs_hand_sets_come_from_their_own_streams(faces):
     draws = [run.train_items, run.init_items, run.eval_items["id"]]
     assert len({tuple(items) for items in draws}) == 3  # three streams, three different draws
     assert run.n_params == 2 * 3 + 3
+
+
+def test_the_runs_configurations_put_each_setting_in_its_place():
+    """The start is SFT of init_steps steps of sft_batch hands; RL takes `steps` steps of the run's batch; every
+    configuration carries the run's recipe and seed (or the seed asked for); each training seed sees the hands in
+    its own order, the one the plan counts."""
+    from bench.families.generalization import tasks
+    from bench.families.generalization.train_loop import config
+
+    task = tasks.TaskConfig(4, 24, "+-*/", 100)
+    data = dict(demos=1, demo_faces=False, n_init=4, init_faces=False, n_train=12, n_eval=4)
+    cfg = {"batch": 5, "group": 6, "lr": 3e-4, "adapter": "lora", "lora_rank": 4, "lora_alpha": 8,
+           "max_new_tokens": 9, "temperature": 0.7}
+    plan = dict(init_steps=13, steps=23, sft_batch=7, reward="shaped", curve_points=0)
+    run = probes._Run(_Hands(3), task, data, 4, cfg, plan)
+    assert run.init_cfg() == config("sft", steps=13, **{**cfg, "batch": 7}, seed=3)
+    assert run.rl_cfg() == config("rl", steps=23, **cfg, seed=3)
+    assert run._cfg("sft", 2, seed=11) == config("sft", steps=2, **cfg, seed=11)
+    orders = [run.order(s) for s in range(3)]
+    assert all(sorted(map(id, o)) == sorted(map(id, run.train_items)) for o in orders)
+    assert len({tuple(map(id, o)) for o in orders}) == 3
+    assert orders[1] == tasks.training_order(run.train_items, 3, 1)
+    assert run.prompts(run.eval_items["ood"][:2]) == [tasks.prompt(it, run.demos["ood"])
+                                                      for it in run.eval_items["ood"][:2]]
