@@ -150,3 +150,37 @@ def test_the_runs_configurations_put_each_setting_in_its_place():
     assert orders[1] == tasks.training_order(run.train_items, 3, 1)
     assert run.prompts(run.eval_items["ood"][:2]) == [tasks.prompt(it, run.demos["ood"])
                                                       for it in run.eval_items["ood"][:2]]
+
+
+def test_the_runs_evaluation_scores_each_answer_against_its_own_hand(monkeypatch):
+    """Scripted answers: the hand's own solution for even positions, nonsense for odd ones, each split's items
+    in order; the rows carry the split, the position and the training seed, and the progress names the stage."""
+    from types import SimpleNamespace
+
+    from bench.families.generalization import tasks
+
+    task = tasks.TaskConfig(4, 24, "+-*/", 100)
+    data = dict(demos=1, demo_faces=False, n_init=4, init_faces=False, n_train=4, n_eval=6)
+    ctx = _Hands(3)
+    said = []
+    ctx.progress = lambda f, m="": said.append((f, m))
+    run = probes._Run(ctx, task, data, 5, {"max_new_tokens": 9}, {})
+    by_prompt = {}
+    for split, items in run.eval_items.items():
+        for i, (p, it) in enumerate(zip(run.prompts(items), items)):
+            by_prompt[p] = f" {it.solution}\n" if i % 2 == 0 else " no idea\n"
+    asked = []
+
+    def decode(model, tok, prompts, max_new, micro_batch):
+        asked.append((model, max_new, micro_batch))
+        return SimpleNamespace(texts=[by_prompt[p] for p in prompts])
+
+    monkeypatch.setattr(probes.decoding, "decode", decode)
+    frame = run.evaluate("the model", "sft", seed=2)
+    assert asked == [("the model", 9, 5)] * 2
+    assert said == [(0.0, "sft: answering 6 id items"), (0.0, "sft: answering 6 ood items")]
+    for split in ("id", "ood"):
+        for metric, want in (("correct", [1.0, 0.0] * 3), ("format_ok", [1.0, 0.0] * 3)):
+            rows = frame[(frame.metric == metric) & (frame.split == split)]
+            assert rows["sample"].tolist() == list(range(6)) and rows["value"].tolist() == want, (split, metric)
+            assert rows["seed"].tolist() == [2] * 6 and (rows["stage"] == "sft").all()
