@@ -184,3 +184,27 @@ def test_the_runs_evaluation_scores_each_answer_against_its_own_hand(monkeypatch
             rows = frame[(frame.metric == metric) & (frame.split == split)]
             assert rows["sample"].tolist() == list(range(6)) and rows["value"].tolist() == want, (split, metric)
             assert rows["seed"].tolist() == [2] * 6 and (rows["stage"] == "sft").all()
+
+
+def test_the_sft_arm_takes_the_fewest_steps_of_sft_batch_hands_that_reach_the_rl_arms_flops(tiny_tokenizer):
+    """Equal compute: the SFT arm's steps (each of sft_batch hands, in the seed's order) just reach the FLOPs the
+    RL arm spends on the same seed; one step fewer would not."""
+    from bench.families.generalization import tasks
+    from bench.families.generalization.train_loop import flops_of, step_tokens
+
+    task = tasks.TaskConfig(4, 24, "+-*/", 100)
+    data = dict(demos=0, demo_faces=False, n_init=4, init_faces=False, n_train=10, n_eval=2)
+    ctx = _Hands(3)
+    ctx.model.tokenizer = tiny_tokenizer
+    cfg = {"batch": 2, "group": 3, "lr": 1e-4, "adapter": "lora", "lora_rank": 4, "lora_alpha": 8,
+           "max_new_tokens": 6, "temperature": 1.0}
+    run = probes._Run(ctx, task, data, 4, cfg, dict(init_steps=1, steps=4, sft_batch=3, reward="shaped",
+                                                     curve_points=0))
+    sft = run.sft_cfg(1)
+    assert sft.recipe.batch == 3 and sft.method == "sft"
+    items = run.order(1)
+    prompts = run.prompts(items)
+    budget = sum(flops_of(run.n_params, run.rl_cfg(), *t) for t in step_tokens(tiny_tokenizer, run.rl_cfg(), prompts))
+    per = step_tokens(tiny_tokenizer, sft.with_steps(len(prompts)), prompts, run.targets(items))
+    spent = [flops_of(run.n_params, sft, *per[s % len(per)]) for s in range(sft.recipe.steps)]
+    assert sum(spent) >= budget > sum(spent[:-1])
