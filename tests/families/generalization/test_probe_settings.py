@@ -152,14 +152,16 @@ def test_the_runs_configurations_put_each_setting_in_its_place():
                                                       for it in run.eval_items["ood"][:2]]
 
 
-def test_the_runs_evaluation_scores_each_answer_against_its_own_hand(monkeypatch):
-    """Scripted answers: the hand's own solution for even positions, nonsense for odd ones, each split's items
-    in order; the rows carry the split, the position and the training seed, and the progress names the stage."""
+@pytest.mark.parametrize("shown", [True, False])
+def test_the_runs_evaluation_scores_each_answer_against_its_own_hand(monkeypatch, shown):
+    """Scripted answers: the hand's own solution, nonsense, or the solution's expression alone, in turn, each
+    split's items in order; the rows carry the split, the position and the training seed, and the progress
+    names the stage.  With the target hidden, the answer must state its value ("= N"): the bare expression fails."""
     from types import SimpleNamespace
 
     from bench.families.generalization import tasks
 
-    task = tasks.TaskConfig(4, 24, "+-*/", 100)
+    task = tasks.TaskConfig(4, 0, "+-*/", 30, show_target=shown)
     data = dict(demos=1, demo_faces=False, n_init=4, init_faces=False, n_train=4, n_eval=6)
     ctx = _Hands(3)
     said = []
@@ -168,7 +170,8 @@ def test_the_runs_evaluation_scores_each_answer_against_its_own_hand(monkeypatch
     by_prompt = {}
     for split, items in run.eval_items.items():
         for i, (p, it) in enumerate(zip(run.prompts(items), items)):
-            by_prompt[p] = f" {it.solution}\n" if i % 2 == 0 else " no idea\n"
+            by_prompt[p] = (f" {it.solution}\n" if i % 3 == 0 else " no idea\n" if i % 3 == 1 else
+                            f" {it.solution.split('=')[0].strip()}\n")  # the expression alone: no stated value
     asked = []
 
     def decode(model, tok, prompts, max_new, micro_batch):
@@ -180,7 +183,8 @@ def test_the_runs_evaluation_scores_each_answer_against_its_own_hand(monkeypatch
     assert asked == [("the model", 9, 5)] * 2
     assert said == [(0.0, "sft: answering 6 id items"), (0.0, "sft: answering 6 ood items")]
     for split in ("id", "ood"):
-        for metric, want in (("correct", [1.0, 0.0] * 3), ("format_ok", [1.0, 0.0] * 3)):
+        bare = 1.0 if shown else 0.0  # a hidden hand's answer must state its value
+        for metric, want in (("correct", [1.0, 0.0, bare] * 2), ("format_ok", [1.0, 0.0, bare] * 2)):
             rows = frame[(frame.metric == metric) & (frame.split == split)]
             assert rows["sample"].tolist() == list(range(6)) and rows["value"].tolist() == want, (split, metric)
             assert rows["seed"].tolist() == [2] * 6 and (rows["stage"] == "sft").all()
