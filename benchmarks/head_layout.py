@@ -68,7 +68,7 @@ def main() -> None:
     examples = [train.Example(tasks.prompt(it, []), f" {it.solution}\n") for it in items]
     rows = train.encode(m.tokenizer, examples)
     ids, att, tgt = train.collate(rows, decoding.pad_id(m.tokenizer), m.device)
-    share = train.shared_prefix(m.hf, rows)
+    share = train.prefix_sharing(m.hf)(rows)
     with adapted(m.hf, config("sft", lora_rank=8)) as model:
         def step(n):
             model.zero_grad(set_to_none=True)

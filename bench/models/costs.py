@@ -83,12 +83,12 @@ def decode_groups(tok, groups: Sequence[Sequence[str]], max_new_tokens: int, *, 
     pre = [decoding.shared_length(r) for r in rows]
     P = max(pre, default=0)
     rests = [len(r) - p for g, p in zip(rows, pre) for r in g]
-    flat = [b for g in budgets for b in g]
     if not live or not P or (window is not None and P + max(rests) + max_new_tokens > window):
         return sum((decode(tok, g, b, micro_batch=micro_batch, window=window) for g, b in zip(live, budgets)),
                    Work())
     G = len(live)
     w = Work(forward=G * P, head=G, calls=1, context=P, batch_tokens=G * P, logit_rows=G)
+    flat = [b for g in budgets for b in g]
     for i in range(0, len(rests), micro_batch):
         part = rests[i: i + micro_batch]
         w = w + _steps(len(part), max(part), flat[i: i + micro_batch], P)
@@ -120,7 +120,7 @@ def lora_params(shape, targets: str, r: int) -> int:
 def fit(tok, examples, recipe, trainable: int, window: int | None = None) -> Work:
     """The work of :func:`bench.models.train.fit`: each step's examples right-padded into one batch, run
     forward and back through the body (the batch's common prompt prefix once, :func:`bench.models.train.
-    shared_prefix`, when the recipe draws no dropout and the rows fit the sliding `window`; a model whose own
+    prefix_sharing`, when the recipe draws no dropout and the rows fit the sliding `window`; a model whose own
     config draws dropout runs whole rows, which this count does not see), the head on the positions the loss
     reads."""
     from bench.models import train

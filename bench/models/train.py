@@ -160,7 +160,7 @@ def answer_loss(model: nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: tor
                 head_positions_only: bool = True, share: int = 0) -> torch.Tensor:
     """Mean cross-entropy over answer tokens.  With `head_positions_only`, the head sees only the (N, d)
     hidden states that predict answer tokens; otherwise it runs on every position (for comparison).  `share`:
-    the first `share` tokens, the same in every row and before every target (:func:`shared_prefix`), run once
+    the first `share` tokens, the same in every row and before every target (:func:`prefix_sharing`), run once
     and their cache is copied along the batch by ``repeat_interleave``, whose backward sums the rows' gradients:
     the loss and its gradient are the whole rows' up to float rounding."""
     body = body_of(model)
@@ -182,11 +182,14 @@ def answer_loss(model: nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: tor
     return nn.functional.cross_entropy(logits.float(), labels)
 
 
-def shared_prefix(model: nn.Module, rows: list[tuple[list[int], int]]) -> int:
-    """How many leading tokens a batch of (ids, first target index + 1) rows runs once in :func:`answer_loss`:
-    :func:`common_prefix` within the model's sliding window, when the model draws no dropout (a mask shared
-    along the batch would differ from one drawn per row)."""
-    return 0 if _stochastic(model) else common_prefix(rows, decoding.window(model))
+def prefix_sharing(model: nn.Module) -> Callable[[list[tuple[list[int], int]]], int]:
+    """For `model`, how many leading tokens a batch of (ids, first target index + 1) rows runs once in
+    :func:`answer_loss`: :func:`common_prefix` within the model's sliding window, or none when the model draws
+    dropout (a mask shared along the batch would differ from one drawn per row); the model is read once."""
+    if _stochastic(model):
+        return lambda rows: 0
+    window = decoding.window(model)
+    return lambda rows: common_prefix(rows, window)
 
 
 def common_prefix(rows: list[tuple[list[int], int]], window: int | None = None) -> int:
@@ -270,14 +273,13 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
         start, losses = st["step"], list(st["losses"])
     else:
         torch.manual_seed(recipe.seed + 1)  # dropout masks
-    share, window = not _stochastic(model), decoding.window(model)  # as shared_prefix, read once for every step
+    shared = prefix_sharing(model)
     model.train()
     try:
         for step in range(start, steps):
             batch = [rows[i] for i in order[step]]
             ids, att, tgt = collate(batch, pad, device)
-            share_n = common_prefix(batch, window) if share else 0
-            loss = answer_loss(model, ids, att, tgt, head_positions_only, share_n)
+            loss = answer_loss(model, ids, att, tgt, head_positions_only, shared(batch))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

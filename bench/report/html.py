@@ -75,6 +75,7 @@ def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool,
     v = cell.get("verdict") or {}
     ref = nearest(cell["spec"].get("references", []), v.get("metric"), v.get("estimate"))
     svg, chart_note = chart_svg(run_dir, cell) if with_chart and cell.get("frame") else (None, None)
+    timings = cell.get("timings") or {}  # seconds under *_s keys, the CPU thread count, when the cell began
     return {
         "model": cell["model"], "outcome": v.get("outcome", "ERROR"), "reason": v.get("reason", ""),
         "sensitivity": v.get("sensitivity"),
@@ -83,8 +84,8 @@ def _cell_view(run_dir: Path, cell: dict[str, Any], with_chart: bool,
         "effect_name": v.get("effect_name"), "threshold": v.get("threshold"), "metric": v.get("metric"),
         "parts": v.get("parts", []), "reference": ref, "svg": svg, "chart_note": chart_note,
         "notes": cell.get("notes", []), "failure_cases": cell.get("failure_cases", []),
-        "timings": {k: v for k, v in (cell.get("timings") or {}).items() if k.endswith("_s")},
-        "threads": (cell.get("timings") or {}).get("threads"), "cache_key": cell.get("cache_key"), "cache_hit": cell.get("cache_hit"),
+        "timings": {k: s for k, s in timings.items() if k.endswith("_s")}, "threads": timings.get("threads"),
+        "cache_key": cell.get("cache_key"), "cache_hit": cell.get("cache_hit"),
         "fingerprint": cell.get("fingerprint"), "model_ref": cell.get("model_ref"),
         "control_outcome": control.get((cell["spec"]["id"], cell["model"])),
         "flag": flag(cell["spec"], cell["model"], control),

@@ -203,7 +203,7 @@ def test_a_shared_prompt_prefix_runs_once_with_the_whole_rows_loss_and_gradient(
     model = tiny(tok, family)
     lead = "Facts about places, one per line.\n"
     rows = train.encode(tok, [train.Example(lead + e.prompt, e.answer) for e in FACTS])
-    share = train.shared_prefix(model, rows)
+    share = train.prefix_sharing(model)(rows)
     n_lead = len(tok(lead, add_special_tokens=True)["input_ids"])
     assert n_lead - 1 <= share < min(p for _, p in rows)  # the lead at least, never a position with a target
     ids, att, tgt = train.collate(rows, 0, "cpu")
@@ -223,14 +223,18 @@ def test_a_shared_prompt_prefix_runs_once_with_the_whole_rows_loss_and_gradient(
         torch.testing.assert_close(gb[n], ga[n], rtol=1e-4, atol=1e-6)
 
 
-def test_no_shared_prefix_under_dropout_for_one_row_or_the_whole_example_loss(tok):
+def test_no_shared_prefix_under_dropout_for_one_row_past_the_window_or_the_whole_example_loss(tok):
     model = tiny(tok)
     rows = train.encode(tok, [train.Example("Q: " + e.prompt, e.answer) for e in FACTS])
-    assert train.shared_prefix(model, rows) > 0
-    assert train.shared_prefix(model, rows[:1]) == 0
-    assert train.shared_prefix(model, [(ids, 1) for ids, _ in rows]) == 0  # loss on every token after the first
+    assert train.prefix_sharing(model)(rows) > 0
+    assert train.prefix_sharing(model)(rows[:1]) == 0
+    assert train.prefix_sharing(model)([(ids, 1) for ids, _ in rows]) == 0  # loss on every token after the first
+    model.config.sliding_window = max(len(ids) for ids, _ in rows) - 1  # a row outgrows the window's cache slots
+    assert train.prefix_sharing(model)(rows) == 0
+    model.config.sliding_window = max(len(ids) for ids, _ in rows)
+    assert train.prefix_sharing(model)(rows) > 0
     model.model.layers[0].mlp.add_module("drop", torch.nn.Dropout(0.1))
-    assert train.shared_prefix(model, rows) == 0
+    assert train.prefix_sharing(model)(rows) == 0
 
 
 def test_fit_runs_a_batchs_shared_prefix_once(one_thread, tok):
@@ -242,5 +246,5 @@ def test_fit_runs_a_batchs_shared_prefix_once(one_thread, tok):
     with train.recipe_adapters(model, lora_recipe(steps=1, batch=len(FACTS), order="cycle")) as wrapper:
         train.fit(wrapper.get_base_model(), tok, examples, lora_recipe(steps=1, batch=len(FACTS), order="cycle"))
     hook.remove()
-    share, width = train.shared_prefix(model, rows), max(len(ids) for ids, _ in rows)
+    share, width = train.prefix_sharing(model)(rows), max(len(ids) for ids, _ in rows)
     assert share > 0 and seen == [share, len(rows) * (width - share)]
