@@ -16,21 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def best(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:
@@ -47,6 +36,7 @@ def main() -> None:
     from bench.families.generalization import tasks
     from bench.families.generalization.train_loop import adapted, config
     from bench.models import decoding, train
+    from bench.spine.calibrate import best_time
 
     torch.set_num_threads(args.threads)
     m = models.load(models.resolve(args.model))
@@ -58,8 +48,9 @@ def main() -> None:
         for what, w in weights.items():
             for rows in args.rows:
                 states = torch.randn(rows, 24, d)
-                sliced = best(lambda: torch.nn.functional.linear(states[:, -1:, :], w), args.repeat)
-                whole = best(lambda: torch.nn.functional.linear(states[:, -1:, :].contiguous(), w), args.repeat)
+                sliced = best_time(lambda: torch.nn.functional.linear(states[:, -1:, :], w), args.repeat, warmup=True)
+                whole = best_time(lambda: torch.nn.functional.linear(states[:, -1:, :].contiguous(), w), args.repeat,
+                                  warmup=True)
                 print(f"head weight {what:22s} {rows:4d} rows: strided slice {sliced * 1e3:8.1f} ms   contiguous "
                       f"{whole * 1e3:8.1f} ms   ratio {sliced / whole:5.2f}")
 
@@ -74,7 +65,8 @@ def main() -> None:
             model.zero_grad(set_to_none=True)
             train.answer_loss(model, ids, att, tgt, True, n).backward()
 
-        full, shared = best(lambda: step(0), args.repeat), best(lambda: step(share), args.repeat)
+        full = best_time(lambda: step(0), args.repeat, warmup=True)
+        shared = best_time(lambda: step(share), args.repeat, warmup=True)
     print(f"SFT step, {len(rows)} rows of up to {ids.shape[1]} tokens, {share} shared: whole rows {full:.3f} s   "
           f"prefix once {shared:.3f} s   ratio {full / shared:5.2f}")
 

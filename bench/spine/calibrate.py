@@ -102,8 +102,11 @@ def _resident_bytes() -> int:
         return 0
 
 
-def _best(fn, repeat: int = 3) -> float:
-    """The shortest of `repeat` timings of `fn` (the one least disturbed by other work)."""
+def best_time(fn, repeat: int = 3, warmup: bool = False) -> float:
+    """The shortest of `repeat` timings of `fn` (the one least disturbed by other work), after one untimed call
+    with `warmup`."""
+    if warmup:
+        fn()
     out = []
     for _ in range(repeat):
         t = time.perf_counter()
@@ -131,9 +134,9 @@ def measure(device: str = "cpu") -> Rates:
         rows_h = torch.randn(HEAD_ROWS, CONFIG["hidden_size"], device=dev)
     shape = Shape.from_config(cfg)
     other = torch.empty_like(big)
-    t_copy = _best(lambda: (other.copy_(big), sync()))
+    t_copy = best_time(lambda: (other.copy_(big), sync()))
     bandwidth = 2 * big.numel() * 4 / max(1e-9, t_copy)  # read and write
-    t_head = _best(lambda: (torch.log_softmax(rows_h @ wide.T, dim=-1), sync()))
+    t_head = best_time(lambda: (torch.log_softmax(rows_h @ wide.T, dim=-1), sync()))
     head = 2.0 * HEAD_ROWS * HEAD_VOCAB * CONFIG["hidden_size"] / max(1e-9, t_head)
     read = shape.n_params * 4 / bandwidth
     ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, LENGTH), generator=torch.Generator().manual_seed(0)).to(dev)
@@ -145,10 +148,10 @@ def measure(device: str = "cpu") -> Rates:
         sync()
 
     call(ids)  # warm-up
-    t_call = _best(lambda: [call(one) for _ in range(20)]) / 20
+    t_call = best_time(lambda: [call(one) for _ in range(20)]) / 20
     overhead = max(0.0, t_call - read) / shape.n_layers
     rest = lambda t, f: max(t - t_call - f["head"] / head, 0.1 * t)  # noqa: E731 - the blocks' share of a timing
-    t_fwd = _best(lambda: call(ids))
+    t_fwd = best_time(lambda: call(ids))
     f = flops(shape, Work(forward=BATCH * LENGTH, head=BATCH * LENGTH, context=LENGTH))
     forward = f["forward"] / rest(t_fwd, f)
 
@@ -158,7 +161,7 @@ def measure(device: str = "cpu") -> Rates:
         model.zero_grad(set_to_none=True)
         sync()
 
-    t_bwd = _best(train, repeat=2)
+    t_bwd = best_time(train, repeat=2)
     f = flops(shape, Work(backward=BATCH * LENGTH, backward_head=BATCH * LENGTH, context=LENGTH))
     backward = f["backward"] / rest(t_bwd, f)
     rows = ids.repeat(ROWS // BATCH, 1)[:, :32]
@@ -179,12 +182,12 @@ def measure(device: str = "cpu") -> Rates:
     f = flops(shape, Work(generated=ROWS * STEPS, context=32 + STEPS))
     generate = f["generate"] / max(t_gen - STEPS * t_call - f["head"] / head, 0.1 * t_gen)
     a = torch.randn(384, 384, dtype=torch.float64, device=dev)
-    t_mm = _best(lambda: (a @ a, sync()))
+    t_mm = best_time(lambda: (a @ a, sync()))
     kernel = 2 * 384 ** 3 / max(1e-9, t_mm)
     gen = torch.Generator().manual_seed(0)
-    rng = DRAWS / max(1e-9, _best(lambda: torch.randn(DRAWS, generator=gen, dtype=torch.float64)))
+    rng = DRAWS / max(1e-9, best_time(lambda: torch.randn(DRAWS, generator=gen, dtype=torch.float64)))
     with torch.random.fork_rng(devices=[]):
-        t_init = _best(lambda: tf.LlamaForCausalLM(cfg), repeat=2)
+        t_init = best_time(lambda: tf.LlamaForCausalLM(cfg), repeat=2)
     loads = _loads(tf, model)
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, head=head, bandwidth=bandwidth, rng=rng, word_s=_word_s(),
@@ -209,19 +212,19 @@ def _loads(tf, model) -> dict[str, float]:
                 where = os.path.join(tmp, f"model{i}")
                 m.save_pretrained(where)
                 sizes.append(_bytes(where, lambda f: f.endswith(".safetensors")))
-                times.append(_best(lambda: tf.AutoModelForCausalLM.from_pretrained(where), repeat=2))
+                times.append(best_time(lambda: tf.AutoModelForCausalLM.from_pretrained(where), repeat=2))
             tok_times, tok_sizes, toks = [], [], []
             for i, merges in enumerate((MERGES_SMALL, MERGES_LARGE)):
                 where = os.path.join(tmp, f"tok{i}")
                 _tokenizer(tf, merges).save_pretrained(where)
                 tok_sizes.append(_bytes(where, lambda f: True))
-                tok_times.append(_best(lambda: toks.append(tf.AutoTokenizer.from_pretrained(where)), repeat=2))
+                tok_times.append(best_time(lambda: toks.append(tf.AutoTokenizer.from_pretrained(where)), repeat=2))
     finally:
         if bars:
             tf.utils.logging.enable_progress_bar()
     texts = _words(200_000, seed=1)
     texts = [" ".join(texts[i: i + 100]) for i in range(0, len(texts), 100)]
-    t_split = _best(lambda: toks[-1](texts), repeat=2)
+    t_split = best_time(lambda: toks[-1](texts), repeat=2)
     return {"load_fixed_s": times[0] + tok_times[0],
             "load_bps": (sizes[1] - sizes[0]) / max(1e-9, times[1] - times[0], 0.05 * times[1]),
             "tokenizer_bps": (tok_sizes[1] - tok_sizes[0]) / max(1e-9, tok_times[1] - tok_times[0],
@@ -277,7 +280,7 @@ def _hash_bps() -> float:
             parallel._FILE_DIGESTS.clear()
             return parallel.digest_files(files)
 
-        return 32 * (1 << 20) / max(1e-9, _best(cold))
+        return 32 * (1 << 20) / max(1e-9, best_time(cold))
 
 
 def _word_s() -> float:
@@ -286,4 +289,4 @@ def _word_s() -> float:
 
     words = _words(ITEMS, seed=2)
     classes = ["other"] * len(words)
-    return _best(lambda: tagged.detokenize(words, classes)) / ITEMS
+    return best_time(lambda: tagged.detokenize(words, classes)) / ITEMS
