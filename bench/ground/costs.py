@@ -162,12 +162,20 @@ class Work:
 @dataclass(frozen=True)
 class Cost:
     """A probe's counted work in parts (a key names work shared through ``ctx.memo``; None: the cell's own),
-    the number of units its frame measures (texts, facts, sequences, seeds) and notes on worst cases."""
+    the number of units its frame measures (texts, facts, sequences, seeds) and notes on worst cases.
+    `units_of`: metric → (units, unit) where a metric's test counts other units than the frame's (the knowledge
+    probe's reliability is over the trained facts, its erosion over the held-out ones); the plan takes the entry
+    of the metric the spec's rule reads."""
 
     parts: tuple[tuple[str | None, Work], ...]
     units: int | None = None
     unit: str = ""
     notes: tuple[str, ...] = ()
+    units_of: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+    def units_for(self, metric: str | None) -> tuple[int | None, str]:
+        """(units, unit) of the test of `metric` (the frame's when the probe names no other)."""
+        return self.units_of.get(metric, (self.units, self.unit)) if metric else (self.units, self.unit)
 
     def total(self, done: set[str] | None = None) -> Work:
         """The work of the parts not in `done` (keys already counted), in one."""

@@ -320,6 +320,10 @@ def test_knowledge_plans_the_pools_first_chunk_and_notes_that_it_may_grow(tiny, 
     assert room[0] == one[0] and bigger[0].generated > one[0].generated
     assert cost.notes[0] == ("the pool counted as its first chunk of 8 facts: it grows, by chunks up to max_pool = 8, "
                              "only while fewer than n_train = 2 of them are Unknown")
+    # units per training run (each rule decides per run): the trained facts for reliability, the rest held out
+    assert cost.units_for("reliability") == (2, "trained facts per training run") == cost.units_for("fitted")
+    assert cost.units_for("negative_shift") == cost.units_for(None) == (8 - 2 - 1, "held-out facts per training run")
+    assert before_work(seeds=[1, 2, 3])[1].units_for("reliability")[0] == 2
 
 
 def test_grouped_decoding_counts_answers_that_stop_early_at_their_expected_lengths(tiny):

@@ -351,3 +351,20 @@ def test_verify_says_before_any_work_that_a_busy_cpu_will_slow_its_threads(cli, 
         res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
         assert "the run started" in res.output
         assert ("the CPUs are already busy" in res.output) is said, res.output
+
+
+def test_a_cell_counts_the_units_of_the_metric_its_rule_tests(config_only):
+    """One probe, three claims: the reliability claim is tested over the trained facts of each training run, the
+    erosion claims over the held-out facts (knowledge's smoke profile: 10 trained, 10 mixed in, of a first chunk
+    of 48)."""
+    from bench.ground import spec
+    from bench.spine import costs, run
+
+    knowledge = Path(SPEC).parents[1] / "knowledge"
+    specs = spec.load_specs([knowledge / "lora-learns-unknown-facts.toml", knowledge / "new-facts-erode-known.toml"])
+    opts = run.Options(models=(str(config_only),), profile="smoke", device="cpu", dtype="float32", seed=0)
+    rows = {r.claim: r for r in costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40,
+                                              runs_dir=config_only / "none")}
+    learns, erodes = rows["knowledge.lora-learns-unknown-facts"], rows["knowledge.new-facts-erode-known"]
+    assert (learns.units, learns.unit) == (10, "trained facts per training run")
+    assert (erodes.units, erodes.unit) == (48 - 10 - 10, "held-out facts per training run")
