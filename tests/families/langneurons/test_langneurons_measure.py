@@ -205,8 +205,8 @@ def test_sentence_states_equal_mean_of_output_hidden_states(family):
     from bench.families.langneurons.steer_probes import sentence_states
 
     m = loaded(family)
-    texts = ["hello there", "a longer sentence here"]
-    got = sentence_states(m, texts, micro_tokens=64)  # (2, L, d)
+    texts = ["hello there", "a longer sentence here", "a"]  # "a": the start token and one more, whose state is its mean
+    got = sentence_states(m, texts, micro_tokens=64)  # (3, L, d)
     with torch.no_grad():
         for i, t in enumerate(texts):
             ids = torch.tensor([tx.encode(m.tokenizer, t)])
