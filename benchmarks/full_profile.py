@@ -1,12 +1,14 @@
 """The `full` profile, executed: every spec of each family on one model, one family at a time, with a wall-time cap.
 
-    python benchmarks/full_profile.py [FAMILY …] [--model smollm2-135m] [--cap-min 30] [--out docs/scale.md]
-                                      [--records build/full-profile]
+    python benchmarks/full_profile.py [FAMILY | FAMILY/CLAIM …] [--model smollm2-135m] [--cap-min 30]
+                                      [--out docs/scale.md] [--records build/full-profile]
 
 Per family: `bench verify specs/<family> --profile full` in its own process (cold: a fresh results cache in a
 temporary folder; converted weights and corpora come from the usual cache), its wall time and peak resident
 memory (GNU time), and per cell the measured seconds and outcome from the run record beside the plan's
-prediction and the counted tokens (forward, backward, generated; :mod:`bench.spine.costs`).  A family that
+prediction and the counted tokens (forward, backward, generated; :mod:`bench.spine.costs`).  ``FAMILY/CLAIM``
+(a spec file's stem, e.g. ``microscope/logit-lens-converges``) runs only the claims named of that family, together
+in one process, so a family whose other cells are sized for a GPU can be executed in part.  A family that
 passes its cap is stopped and reported as such, with the cells it finished.  Prints a markdown table (and
 writes it with ``--out``) headed by the machine it ran on, then each cell's verdict reason; each family's run
 record is kept under ``--records`` (the temporary cache and runs folder are removed with the family).
@@ -29,13 +31,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def planned(family: str, model: str) -> dict[str, dict]:
+def spec_paths(family: str, claims: list[str]) -> list[Path]:
+    """The family's folder, or the spec files of the `claims` named (file stems) when there are any."""
+    folder = ROOT / "specs" / family
+    return [folder / f"{c}.toml" for c in claims] if claims else [folder]
+
+
+def planned(family: str, model: str, claims: list[str] = ()) -> dict[str, dict]:
     """claim → the plan's row (predicted seconds and counted work) for `model` under the full profile."""
     from bench.ground import spec
     from bench.spine import costs, run
 
     opts = run.Options(models=(model,), profile="full", device="cpu")
-    rows = costs.for_run(spec.load_specs([ROOT / "specs" / family]), opts, strict=False)
+    rows = costs.for_run(spec.load_specs(spec_paths(family, list(claims))), opts, strict=False)
     out = {}
     for r in rows:
         work = r.work[1] if r.work else None
@@ -45,10 +53,10 @@ def planned(family: str, model: str) -> dict[str, dict]:
     return out
 
 
-def run_family(family: str, model: str, cap_s: float, cache: Path, runs: Path) -> dict:
-    """Run one family cold under `cap_s` seconds; wall time, peak RSS (KiB) and the exit status."""
+def run_family(family: str, model: str, cap_s: float, cache: Path, runs: Path, claims: list[str] = ()) -> dict:
+    """Run one family (or its `claims`) cold under `cap_s` seconds; wall time, peak RSS (KiB) and the exit status."""
     env = {**os.environ, "BENCH_CACHE": str(cache)}
-    cmd = [sys.executable, "-m", "bench", "verify", str(ROOT / "specs" / family), "--models", model,
+    cmd = [sys.executable, "-m", "bench", "verify", *map(str, spec_paths(family, list(claims))), "--models", model,
            "--profile", "full", "--runs-dir", str(runs), "--no-report"]
     timer = Path("/usr/bin/time").is_file()  # GNU time writes the child's peak RSS; without it, none is shown
     stats = runs / f"{family}.time"
@@ -109,21 +117,26 @@ def keep_record(runs: Path, dest: Path) -> Path | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("families", nargs="*")
+    ap.add_argument("families", nargs="*", help="families, or FAMILY/CLAIM to run only the claims named")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--cap-min", type=float, default=30.0)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--records", type=Path, default=ROOT / "build" / "full-profile",
                     help="each family's run record is copied here as MODEL-FAMILY.json (its verdicts' reasons)")
     a = ap.parse_args()
-    families = a.families or sorted(p.name for p in (ROOT / "specs").iterdir() if p.is_dir())
+    wanted: dict[str, list[str]] = {}
+    for name in a.families or sorted(p.name for p in (ROOT / "specs").iterdir() if p.is_dir()):
+        fam, _, claim = name.partition("/")
+        if not (ROOT / "specs" / fam / (f"{claim}.toml" if claim else "")).exists():
+            ap.error(f"no such family or claim: {name} (looked under {ROOT / 'specs'})")
+        wanted.setdefault(fam, []).extend([claim] if claim else [])
     base = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "bench"))
     lines = [f"Full profile on {a.model}, CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} "
              f"cores, {time.strftime('%Y-%m-%d')}; cap {a.cap_min:g} min per family.", "",
              "| family | claim | predicted s | measured s | ratio | forward | backward | generated | outcome |",
              "|---|---|---|---|---|---|---|---|---|"]
     summary = []
-    for fam in families:
+    for fam, claims in wanted.items():
         with tempfile.TemporaryDirectory() as tmp:
             cache, runs = Path(tmp) / "cache", Path(tmp) / "runs"
             cache.mkdir()
@@ -132,12 +145,12 @@ def main() -> None:
                 if (base / shared).exists():
                     (cache / shared).symlink_to(base / shared)
             try:
-                plan = planned(fam, a.model)
+                plan = planned(fam, a.model, claims)
             except Exception as exc:  # noqa: BLE001 - one family's bad plan must not lose the others' rows
                 summary.append(f"- {fam}: not run, its plan failed: {exc}")
                 print(summary[-1], flush=True)
                 continue
-            got = run_family(fam, a.model, a.cap_min * 60, cache, runs)
+            got = run_family(fam, a.model, a.cap_min * 60, cache, runs, claims)
             measured = cells(runs)
             kept = keep_record(runs, a.records / f"{a.model}-{fam}.json")
         for claim, p in plan.items():

@@ -258,6 +258,12 @@ def main() -> int:
                     help="what mutmut's fork server loads before forking each mutant's test process (default: "
                          "pyproject.toml's forkserver_warmup, 'none'); 'collect' imports the test modules once, "
                          "several times faster per mutant where the tests are quick")
+    ap.add_argument("--only", nargs="+", metavar="PATTERN", default=[],
+                    help="test only the mutants whose names match (fnmatch, e.g. 'bench.stats.basic.x_threshold*'); "
+                         "the others are left 'not checked', for a later run with --resume")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on with the run under --out: test the mutants it has not checked yet (after a time cap "
+                         "or --only), with the working tree's tests; the modules must be unchanged")
     ap.add_argument("--report-only", action="store_true", help="re-read the results under --out, run nothing")
     ap.add_argument("--retest", action="store_true",
                     help="keep the mutants and results under --out and test only the survivors again, with the "
@@ -278,7 +284,16 @@ def main() -> int:
     status: dict[str, str] = {}
     for tests, mods in groups.items():
         where = args.out / tests.replace("/", "-")
-        if args.retest:
+        if args.resume:
+            problems = refresh_tests(where, mods)
+            if problems:
+                print("\n".join(problems), file=sys.stderr)
+                return 2
+            (where / "no-tests").unlink(missing_ok=True)
+            t0 = time.monotonic()
+            ended = run_group(where, args.jobs, args.minutes * 60, args.only)
+            print(f"{tests}: resumed, {time.monotonic() - t0:.0f} s, {ended}", flush=True)
+        elif args.retest:
             problems = refresh_tests(where, mods)
             if problems:
                 print("\n".join(problems), file=sys.stderr)
@@ -294,7 +309,7 @@ def main() -> int:
         elif not args.report_only:
             scratch_copy(where, mods, tests, args.leave_out_slow, args.warmup)
             t0 = time.monotonic()
-            ended = run_group(where, args.jobs, args.minutes * 60)
+            ended = run_group(where, args.jobs, args.minutes * 60, args.only)
             print(f"{tests}: {len(mods)} module(s), {time.monotonic() - t0:.0f} s, {ended}", flush=True)
         wanted = {dotted(m) for m in mods}
         status.update({k: v for k, v in results(where).items() if module_of(k) in wanted})

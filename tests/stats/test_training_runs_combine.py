@@ -20,9 +20,9 @@ def _frame(runs=(2, 0, 1), shared: int = 1) -> pd.DataFrame:
     return pd.DataFrame({"train_seed": pd.array(seeds, dtype="Int64"), "metric": "m", "value": values})
 
 
-def _v(outcome, est=0.5, lo=0.4, hi=0.6, p=0.01, sens=None, n=30) -> Verdict:
+def _v(outcome, est=0.5, lo=0.4, hi=0.6, p=0.01, sens=None, n=30, alpha=0.05) -> Verdict:
     return Verdict(outcome, f"{outcome.value.lower()} here", "threshold", "m", est, lo, hi, p, None, n,
-                   None if est is None else est - 0.4, "margin", "mean ≥ 0.4", 0.05, sensitivity=sens)
+                   None if est is None else est - 0.4, "margin", "mean ≥ 0.4", alpha, sensitivity=sens)
 
 
 def _scripted(by_run: dict):
@@ -129,3 +129,8 @@ def test_layer_summary_over_training_runs_is_decided():
                       "value": [0.5, 0.6, 0.5, 0.7]})
     v = evaluate(f, "layer_summary", {"metric": "m", "reduce": "max", "min": 0.1, "training_runs": "train_seed"})
     assert v.outcome is S and v.estimate == pytest.approx(0.65) and v.runs == 2
+
+
+def test_the_combined_verdict_keeps_the_runs_alpha():
+    one, _ = _scripted({r: _v(S, alpha=0.1) for r in (0, 1, 2)})
+    assert decide(_frame(), "train_seed", one).alpha == 0.1
