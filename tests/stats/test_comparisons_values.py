@@ -63,6 +63,13 @@ def test_trend_is_spearman_of_the_layer_means_with_a_bootstrap_over_texts():
     assert down.outcome is v.outcome
 
 
+def test_trend_draws_2000_resamples_by_default():
+    vals = noisy(n=10, g=4, slope=0.2, seed=6)
+    v = evaluate(layers(vals), "trend", {"metric": "m", "min": 0.0})
+    res = boot(vals, spearman_of_means, 2000)
+    assert v.p_value == pytest.approx(_boot_p(res.bootstrap_distribution, 0.0, +1, 10))
+
+
 def test_trend_reads_its_column_unit_where_and_alpha():
     vals = noisy(n=8, g=5)
     f = layers(vals, over="depth").rename(columns={"sample": "text"}).assign(kind="a")
@@ -76,9 +83,10 @@ def test_trend_reads_its_column_unit_where_and_alpha():
 
 
 def test_trend_refuses_too_few_texts_or_layers_and_missing_rows():
-    few = evaluate(layers(noisy(n=4)), "trend", {"metric": "m", "min": 0.0})
+    few = evaluate(layers(noisy(n=4)), "trend", {"metric": "m", "min": 0.0, "alpha": 0.1})
     assert few.outcome is Outcome.INCONCLUSIVE and few.reason == "only 4 samples and 6 layers"
-    assert (few.rule, few.metric, few.n, few.threshold, few.p_value) == ("trend", "m", 4, "ρ(layer, m) ≥ 0", None)
+    assert (few.rule, few.metric, few.n, few.threshold, few.p_value, few.alpha) == (
+        "trend", "m", 4, "ρ(layer, m) ≥ 0", None, 0.1)
     assert few.estimate == pytest.approx(stats.spearmanr(np.arange(6), noisy(n=4).mean(axis=0)).statistic)
     assert evaluate(layers(noisy(n=5)), "trend", {"metric": "m", "min": 0.0}).reason != "only 5 samples and 6 layers"
     two = evaluate(layers(noisy(g=2)), "trend", {"metric": "m", "min": 0.0, "min_n": 3})
@@ -87,6 +95,7 @@ def test_trend_refuses_too_few_texts_or_layers_and_missing_rows():
     assert "only" not in three.reason
     gone = evaluate(layers(noisy()), "trend", {"metric": "other", "min": 0.0})
     assert gone.outcome is Outcome.INCONCLUSIVE and gone.reason == "the frame has no rows for {}"
+    assert (gone.rule, gone.metric) == ("trend", "other")
 
 
 # layer_majority ------------------------------------------------------------------------------------------------
@@ -121,12 +130,22 @@ def test_layer_majority_band_counts_both_ends_and_refuses():
     assert v.estimate == pytest.approx(0.5) and "vs in [0.5, 0.75]" in v.reason
     with pytest.raises(ValueError, match=r"layer_majority: min \(0.75\) must lie below max \(0.75\)"):
         evaluate(layers(vals), "layer_majority", {"metric": "m", "min": 0.75, "max": 0.75})
-    few = evaluate(layers(vals[:4]), "layer_majority", {"metric": "m", "min": 0.5})
+    wide = np.tile([0.25, 0.5, 0.75, 1.0, 1.0, 1.0], (10, 1))  # 6 layers, so texts and layers differ in number
+    few = evaluate(layers(wide[:4]), "layer_majority", {"metric": "m", "min": 0.5, "alpha": 0.1})
     assert few.outcome is Outcome.INCONCLUSIVE and few.reason == "only 4 samples (< 5)"
-    assert (few.rule, few.metric, few.n, few.alpha) == ("layer_majority", "m", 4, 0.05)
-    assert evaluate(layers(vals[:4]), "layer_majority", {"metric": "m", "min": 0.5, "min_n": 4}).reason != few.reason
+    assert (few.rule, few.metric, few.n, few.alpha) == ("layer_majority", "m", 4, 0.1)
+    enough = evaluate(layers(wide[:4]), "layer_majority", {"metric": "m", "min": 0.5, "min_n": 4})
+    assert not enough.reason.startswith("only 4 samples (<")  # 4 texts with min_n = 4 are not refused
     gone = evaluate(layers(vals), "layer_majority", {"metric": "x", "min": 0.5, "where": {"layer": 1}})
     assert gone.outcome is Outcome.INCONCLUSIVE and gone.reason == "the frame has no rows for {'layer': 1}"
+    assert (gone.rule, gone.metric) == ("layer_majority", "x")
+
+
+def test_layer_majority_draws_2000_resamples_by_default():
+    vals = noisy(n=10, g=5, slope=0.3, seed=8)
+    v = evaluate(layers(vals), "layer_majority", {"metric": "m", "min": 0.5})
+    res = boot(vals, share_above(0.5), 2000)
+    assert v.p_value == pytest.approx(_boot_p(res.bootstrap_distribution, 0.5, +1, 10))
 
 
 def test_layer_majority_reads_over_unit_and_alpha():
@@ -165,7 +184,10 @@ def test_layer_summary_reduces_layer_means_exactly_after_the_skips():
     assert mean.outcome is Outcome.SUPPORTED and mean.estimate == pytest.approx(0.3)
     assert mean.reason.startswith("mean over 1 layers (5–5)")
     gone = evaluate(f, "layer_summary", {"metric": "x", "min": 0.9})
-    assert gone.outcome is Outcome.INCONCLUSIVE and gone.rule == "layer_summary"
+    assert gone.outcome is Outcome.INCONCLUSIVE and (gone.rule, gone.metric) == ("layer_summary", "x")
+    deep = f.rename(columns={"layer": "depth"})
+    with pytest.raises(ValueError, match="leave none of this model's 6 depths$"):
+        evaluate(deep, "layer_summary", {"metric": "lin", "min": 0.9, "over": "depth", "skip_first": 6})
 
 
 def test_check_skips_leaves_at_least_one_layer():
@@ -200,8 +222,12 @@ def test_accuracy_drop_is_the_exact_mcnemar_test_with_its_interval():
     assert v.estimate == pytest.approx(5 / 30) and v.effect == pytest.approx(5 / 30)
     assert (v.rule, v.metric, v.threshold, v.effect_name, v.n) == (
         "accuracy_drop", "accuracy correct,original − correct,edited", "drop > 0", "accuracy drop", 30)
-    assert v.reason.endswith(" (accuracy 0.633 → 0.467; McNemar 7 lost vs 2 gained)")
+    assert v.reason == (f"{5 / 30:.4g}, 95% CI [{lo:.4g}, {hi:.4g}] vs drop > 0, p = {p:.3g} (p and CI over 30 units "
+                        f"'sample') (accuracy 0.633 → 0.467; McNemar 7 lost vs 2 gained)")
     assert v.outcome is Outcome.INCONCLUSIVE  # p = 0.09
+    p90, lo90, hi90 = exact.paired(7, 2, 30, 0.9)
+    at90 = evaluate(qa(orig, edited), "accuracy_drop", {"a": A, "b": B, "confidence": 0.9})
+    assert (at90.ci_low, at90.ci_high) == pytest.approx((lo90, hi90)) and "90% CI" in at90.reason
     shifted = evaluate(qa(orig, edited), "accuracy_drop", {"a": A, "b": B, "min": 0.5})
     assert shifted.threshold == "drop > 0.5"
 
@@ -215,18 +241,30 @@ def test_accuracy_drop_means_repeated_rows_per_question_and_pairs_by_unit():
     half = pd.concat([half, half[half["condition"] == "edited"].assign(value=1.0)])
     v = evaluate(half, "accuracy_drop", {"a": A, "b": B})
     assert v.p_value == pytest.approx(0.5 ** 20) and v.estimate == pytest.approx(0.5)
+    def halves(a_val, b_val):  # 12 questions: the first with per-question means a_val / b_val, the rest tied
+        rows = qa([a_val] + [1] * 11, [b_val] + [1] * 11)
+        return evaluate(rows, "accuracy_drop", {"a": A, "b": B}).reason
+
+    assert "McNemar 0 lost vs 0 gained" in halves(0.5, 0.0)  # right half the time is not right (> 0.5): no loss
+    assert "McNemar 0 lost vs 1 gained" in halves(0.5, 1.0)  # … so from there to right is a gain
+    assert "McNemar 0 lost vs 0 gained" in halves(0.0, 0.5)
+    assert "McNemar 1 lost vs 0 gained" in halves(1.0, 0.5) and "McNemar 0 lost vs 1 gained" in halves(0.5, 0.75)
     lone = pd.concat([qa([1] * 12, [0] * 12), pd.DataFrame([(99, "original", "correct", 1.0)],
                                                            columns=["sample", "condition", "metric", "value"])])
     assert evaluate(lone, "accuracy_drop", {"a": A, "b": B}).n == 12  # unpaired questions are dropped
 
 
 def test_accuracy_drop_refusals_and_power():
-    few = evaluate(qa([1] * 9, [0] * 9), "accuracy_drop", {"a": A, "b": B})
+    few = evaluate(qa([1] * 9, [0] * 9), "accuracy_drop", {"a": A, "b": B, "alpha": 0.1})
     assert few.outcome is Outcome.INCONCLUSIVE and few.reason == "only 9 paired questions (< 10)"
-    assert (few.rule, few.n, few.estimate, few.alpha) == ("accuracy_drop", 9, 1.0, 0.05)
+    assert (few.rule, few.n, few.estimate, few.alpha) == ("accuracy_drop", 9, 1.0, 0.1)
+    assert few.metric == "accuracy correct,original − correct,edited"
     assert evaluate(qa([1] * 9, [0] * 9), "accuracy_drop", {"a": A, "b": B, "min_n": 9}).outcome is Outcome.SUPPORTED
+    six = evaluate(qa([1] * 6, [0] * 6), "accuracy_drop", {"a": A, "b": B, "min_n": 6})  # exact: no bootstrap floor
+    assert six.outcome is Outcome.SUPPORTED and six.p_value == pytest.approx(0.5 ** 6)
     gone = evaluate(qa([1] * 12, [0] * 12), "accuracy_drop", {"a": A, "b": {**B, "condition": "x"}})
     assert gone.outcome is Outcome.INCONCLUSIVE and "{'metric': 'correct', 'condition': 'x'}" in gone.reason
+    assert gone.metric == "accuracy correct,original − correct,x"
     gone_a = evaluate(qa([1] * 12, [0] * 12), "accuracy_drop", {"a": {**A, "condition": "y"}, "b": B})
     assert "'y'" in gone_a.reason and gone_a.rule == "accuracy_drop"
     orig, edited = [1] * 12 + [1] * 3 + [0] * 15, [1] * 12 + [0] * 3 + [0] * 15
@@ -237,6 +275,11 @@ def test_accuracy_drop_refusals_and_power():
     v = evaluate(qa(orig, edited), "accuracy_drop", {"a": A, "b": B, "smallest_effect": 0.1, "power": 0.5})
     pw, need = mcnemar_power(0.1, 3 / 30, 30, 0.05, 0.5)
     assert f"(50% needs n ≈ {need})" in v.reason and (pw < 0.5) == v.reason.endswith("paper's effect")
+    orig, edited = [1] * 10 + [1] * 3 + [0] * 2 + [0] * 15, [1] * 10 + [0] * 3 + [1] * 2 + [0] * 15
+    v = evaluate(qa(orig, edited), "accuracy_drop", {"a": A, "b": B, "smallest_effect": 0.1})
+    pw, need = mcnemar_power(0.1, 5 / 30, 30, 0.05, 0.8)  # ψ: 3 lost and 2 gained of 30
+    assert f"(accuracy 0.433 → 0.400; McNemar 3 lost vs 2 gained); power to detect a drop of 0.1 at n = 30: " \
+           f"{pw:.2f} (80% needs n ≈ {need})" in v.reason
     strong = evaluate(qa([1] * 30, [0] * 30), "accuracy_drop", {"a": A, "b": B, "smallest_effect": 0.1})
     assert strong.outcome is Outcome.SUPPORTED and not strong.reason.endswith("paper's effect")
 
@@ -275,5 +318,5 @@ def test_gated_names_every_failed_precondition_and_keeps_the_claims_numbers():
     ok = evaluate(f, "gated", {"of": [g1, claim]})
     assert ok == plain
     assert evaluate(f, "gated", {"of": [claim]}) == plain
-    with pytest.raises(ValueError, match="gated needs at least the claim's rule in 'of'"):
+    with pytest.raises(ValueError, match="^gated needs at least the claim's rule in 'of'$"):
         evaluate(f, "gated", {"of": []})
