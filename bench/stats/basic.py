@@ -85,13 +85,42 @@ def threshold(
                        detail=f"{k} of {n} = {est:.4g}, Clopper–Pearson {ci_name(confidence)} [{lo:.4g}, {hi:.4g}], "
                               f"exact binomial test vs {label}", confidence=confidence)
     if reduce == "mean":
-        p, lo, hi = _t_test(mat.mean(axis=1), bound, side, confidence)
-        return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha,
+        vals = mat.mean(axis=1)
+        p, lo, hi = _t_test(vals, bound, side, confidence)
+        p, lo, hi, capped = share_cap(vals, bound, side, confidence, p, lo, hi)
+        detail = (f"{est:.4g}, {ci_name(confidence)} [{lo:.4g}, {hi:.4g}], {capped}" if capped else None)
+        return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha, detail=detail,
                        effect=est - bound, effect_name="margin", unit=unit, resampled=False, confidence=confidence)
     lo, hi, boot = _bootstrap(lambda m: stat(m), mat, confidence, n_resamples, bca=False)
     p = _boot_p(boot, bound, side, n)
     return _decide("threshold", metric, est, lo, hi, p, n, bound, side, label, alpha,
                    effect=est - bound, effect_name="margin", unit=unit, confidence=confidence)
+
+
+def share_cap(values: np.ndarray, bound: float, side: int, confidence: float, p: float, lo: float,
+              hi: float) -> tuple[float, float, float, str]:
+    """Values that all lie in [0, 1] (shares: a fact's share of prompts answered) cannot show a mean beyond a
+    bound b inside (0, 1) more surely than n of n 0/1 values would: a null that puts every unit at 0 or 1 with
+    mean b gives the most extreme sample (all 1 for a claim "≥ b") probability bⁿ, so no valid test of the mean
+    has p below it, and the interval reaches at least to Clopper–Pearson's end for n of n, ((1 − c) / 2)^(1/n).
+    The t-test ignores the bound and, with values crowded against 1, claims far more (nine facts at 1 and one at
+    0.75 give p = 0.007 against 0.9; ten at 1 give the exact 0.35).  Returns (p, low, high, and what was raised,
+    "" when nothing was)."""
+    v = np.asarray(values, float)
+    n = len(v)
+    if not (0.0 < bound < 1.0) or n == 0 or v.min() < 0.0 or v.max() > 1.0:
+        return p, lo, hi, ""
+    edge = ((1 - confidence) / 2) ** (1 / n)
+    floor = bound ** n if side > 0 else (1 - bound) ** n
+    p2 = max(p, floor)
+    lo2, hi2 = (min(lo, edge), hi) if side > 0 else (lo, max(hi, 1 - edge))
+    if not np.isfinite(lo) or not np.isfinite(hi):  # identical values: no interval, p = 1 (nothing to raise)
+        return p, lo, hi, ""
+    if p2 == p and (lo2, hi2) == (lo, hi):
+        return p, lo, hi, ""
+    tail = f"{bound:g}^{n}" if side > 0 else f"(1 − {bound:g})^{n}"
+    return p2, lo2, hi2, (f"t-test raised to what {n} of {n} 0/1 values could show, values in [0, 1] "
+                          f"(p ≥ {tail} = {floor:.3g})")
 
 
 def _t_test(values: np.ndarray, bound: float, side: int, confidence: float) -> tuple[float, float, float]:

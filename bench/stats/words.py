@@ -8,7 +8,7 @@ from bench.ground.prose import alpha_text, bound, reduced, sel, skipped, subrule
 def threshold(p):
     exact = p.get("reduce") in ("max", "min")
     test = "exactly (no sampling)" if exact else (
-        f"with a one-sided test at {alpha_text(p)} (exact binomial test on 0/1 values, else a one-sample t-test)"
+        f"with a one-sided test at {alpha_text(p)} (exact binomial test on 0/1 values, else a one-sample t-test, no surer than n of n 0/1 values when all lie in [0, 1])"
         if p.get("reduce", "mean") == "mean" else f"with a one-sided bootstrap test at {alpha_text(p)}")
     return f"{reduced(p, '`' + p['metric'] + '`')}{where_clause(p)} is {bound(p)}, {test}"
 

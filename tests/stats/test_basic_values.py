@@ -31,22 +31,58 @@ def t_by_hand(values, bound, confidence=0.95):
 
 
 def test_threshold_mean_is_the_t_test_and_t_interval_by_hand():
-    v = evaluate(sample_frame(FIVE), "threshold", {"metric": "m", "min": 0.5})
-    mean, t, half = t_by_hand(FIVE, 0.5)
+    up = [x + 1 for x in FIVE]  # mean 1.8: values outside [0, 1], so the t-test alone decides (no share cap)
+    v = evaluate(sample_frame(up), "threshold", {"metric": "m", "min": 1.5})
+    mean, t, half = t_by_hand(up, 1.5)
     assert t == pytest.approx(0.3 / math.sqrt(0.025 / 5))
-    assert v.estimate == pytest.approx(0.8) and v.p_value == pytest.approx(stats.t.sf(t, 4))
-    assert (v.ci_low, v.ci_high) == pytest.approx((0.8 - half, 0.8 + half))
+    assert v.estimate == pytest.approx(1.8) and v.p_value == pytest.approx(stats.t.sf(t, 4))
+    assert (v.ci_low, v.ci_high) == pytest.approx((1.8 - half, 1.8 + half))
     assert (v.outcome, v.rule, v.metric, v.n, v.threshold, v.alpha) == (
-        Outcome.SUPPORTED, "threshold", "m", 5, "≥ 0.5", 0.05)
+        Outcome.SUPPORTED, "threshold", "m", 5, "≥ 1.5", 0.05)
     assert v.effect == pytest.approx(0.3) and v.effect_name == "margin"
-    assert v.reason == (f"0.8 ≥ 0.5, 95% CI [{0.8 - half:.4g}, {0.8 + half:.4g}], p = {stats.t.sf(t, 4):.3g} "
+    assert v.reason == (f"1.8 ≥ 1.5, 95% CI [{1.8 - half:.4g}, {1.8 + half:.4g}], p = {stats.t.sf(t, 4):.3g} "
                         "(p and CI over 5 units 'sample')")
     # the upper side: p is the other tail; a narrower 90% interval still lies wholly above the bound
-    v = evaluate(sample_frame(FIVE), "threshold", {"metric": "m", "max": 0.5, "confidence": 0.9, "alpha": 0.1})
-    _, _, half90 = t_by_hand(FIVE, 0.5, 0.9)
-    assert v.p_value == pytest.approx(stats.t.cdf(t, 4)) and v.threshold == "≤ 0.5" and v.alpha == 0.1
-    assert (v.ci_low, v.ci_high) == pytest.approx((0.8 - half90, 0.8 + half90))
+    v = evaluate(sample_frame(up), "threshold", {"metric": "m", "max": 1.5, "confidence": 0.9, "alpha": 0.1})
+    _, _, half90 = t_by_hand(up, 1.5, 0.9)
+    assert v.p_value == pytest.approx(stats.t.cdf(t, 4)) and v.threshold == "≤ 1.5" and v.alpha == 0.1
+    assert (v.ci_low, v.ci_high) == pytest.approx((1.8 - half90, 1.8 + half90))
     assert v.outcome is Outcome.REFUTED and v.effect == pytest.approx(0.3)
+
+
+def test_shares_cannot_show_more_than_n_of_n_would():
+    """Values in [0, 1] against a bound inside it: p is at least bⁿ (all 1 under a 0/1 null of mean b) and the
+    interval reaches Clopper–Pearson's end for n of n, so nine facts at 1 and one at 0.75 are no surer of "≥ 0.9"
+    than ten 0/1 facts all right; where the t-test is already that cautious, it stands unchanged."""
+    crowded = [1.0] * 9 + [0.75]
+    v = evaluate(sample_frame(crowded), "threshold", {"metric": "m", "min": 0.9})
+    _, t, half = t_by_hand(crowded, 0.9)
+    assert stats.t.sf(t, 9) < 0.01  # what the t-test alone would say
+    edge = 0.025 ** (1 / 10)
+    assert v.p_value == pytest.approx(0.9 ** 10) and v.outcome is Outcome.INCONCLUSIVE
+    assert (v.ci_low, v.ci_high) == pytest.approx((edge, 0.975 + half))
+    assert v.reason == (f"0.975, 95% CI [{edge:.4g}, {0.975 + half:.4g}], t-test raised to what 10 of 10 0/1 values "
+                        f"could show, values in [0, 1] (p ≥ 0.9^10 = 0.349), p = 0.349 (p and CI over 10 units "
+                        f"'sample')")
+    ten = evaluate(sample_frame([1.0] * 10), "threshold", {"metric": "m", "min": 0.9})
+    assert ten.p_value == pytest.approx(v.p_value) and ten.ci_low == pytest.approx(edge)  # the exact test's own
+    low = evaluate(sample_frame([0.0] * 9 + [0.1]), "threshold", {"metric": "m", "max": 0.2})
+    _, t, half = t_by_hand([0.0] * 9 + [0.1], 0.2)
+    assert low.p_value == pytest.approx(0.8 ** 10) and low.ci_high == pytest.approx(1 - edge)
+    assert low.ci_low == pytest.approx(0.01 - half) and "(p ≥ (1 − 0.2)^10 = 0.107)" in low.reason
+    # FIVE against 0.5: t gives p = 0.0066, below 0.5^5 = 0.031, which it is raised to (still < 0.05)
+    five = evaluate(sample_frame(FIVE), "threshold", {"metric": "m", "min": 0.5})
+    assert five.p_value == pytest.approx(0.5 ** 5) and five.outcome is Outcome.SUPPORTED
+    # spread values far from the bound: the t-test's own p and interval are already more cautious
+    mid = [0.1, 0.2, 0.3, 0.25, 0.15] * 2
+    plain = evaluate(sample_frame(mid), "threshold", {"metric": "m", "min": 0.9})
+    _, t, half = t_by_hand(mid, 0.9)
+    assert plain.p_value == pytest.approx(stats.t.sf(t, 9)) and "raised" not in plain.reason
+    assert plain.outcome is Outcome.REFUTED
+    # outside [0, 1], or a bound on its edge: no cap
+    assert evaluate(sample_frame([0.0, 1.0, 1.2, 0.9, 1.0]), "threshold", {"metric": "m", "min": 0.5}).p_value \
+        == pytest.approx(stats.t.sf(t_by_hand([0.0, 1.0, 1.2, 0.9, 1.0], 0.5)[1], 4))
+    assert "raised" not in evaluate(sample_frame(crowded), "threshold", {"metric": "m", "min": 0.0}).reason
 
 
 def test_threshold_of_identical_values_has_no_interval_and_p_one():

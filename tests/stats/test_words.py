@@ -10,7 +10,7 @@ from bench.stats import words
 
 CASES = [
     ('threshold', {'metric': 'acc', 'min': 0.4},
-     'the mean over samples of `acc` is ≥ 0.4, with a one-sided test at α = 0.05 (exact binomial test on 0/1 values, else a one-sample t-test)'),
+     'the mean over samples of `acc` is ≥ 0.4, with a one-sided test at α = 0.05 (exact binomial test on 0/1 values, else a one-sample t-test, no surer than n of n 0/1 values when all lie in [0, 1])'),
     ('threshold', {'metric': 'acc', 'max': 0.2, 'reduce': 'max', 'where': {'layer': 3}},
      'the largest value of `acc` where layer = 3 is ≤ 0.2, exactly (no sampling)'),
     ('threshold', {'metric': 'acc', 'min': 0.1, 'reduce': 'min'},
@@ -26,7 +26,7 @@ CASES = [
     ('exceeds_baseline', {'observed': {'m': 'o'}, 'baseline': {'m': 'b'}, 'quantile': 0.95, 'alpha': 0.01},
      'the observed [m = o] exceeds the 0.95 quantile of the baseline [m = b] (Monte Carlo rank p < 0.01)'),
     ('all_of', {'of': [{'rule': 'threshold', 'metric': 'a', 'min': 1}, {'rule': 'threshold', 'metric': 'b', 'max': 2, 'reduce': 'max'}]},
-     'all of: (1) the mean over samples of `a` is ≥ 1, with a one-sided test at α = 0.05 (exact binomial test on 0/1 values, else a one-sample t-test); (2) the largest value of `b` is ≤ 2, exactly (no sampling)'),
+     'all of: (1) the mean over samples of `a` is ≥ 1, with a one-sided test at α = 0.05 (exact binomial test on 0/1 values, else a one-sample t-test, no surer than n of n 0/1 values when all lie in [0, 1]); (2) the largest value of `b` is ≤ 2, exactly (no sampling)'),
     ('gated', {'of': []},
      'no rules given'),
     ('gated', {'of': [{'rule': 'threshold', 'metric': 'a', 'min': 1, 'reduce': 'max'}]},
