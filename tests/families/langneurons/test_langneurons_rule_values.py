@@ -541,3 +541,107 @@ def test_arg_extreme_refutes_only_when_few_resamples_land_inside():
         peaks = [1] * 8 + [9] * 8 + [5] * k
         v = evaluate(layer_rows([[1.0 if l == pk else 0.0 for l in range(10)] for pk in peaks]), "arg_extreme", p)
         assert (v.ci_low, v.ci_high) == (1.0, 9.0) and v.effect == pytest.approx(share) and v.outcome is outcome
+
+
+# ── the survivors of the second mutation run (docs/mutation.md) ──────────────────────────────────────────
+
+def _lang_cols(f, method="lape", langs=LANGS4, n=12):
+    """The per-text Δbits columns of every (x, y) cell of `method`, then the four byte columns, as the rules
+    lay them out (cells sorted by set language, then language)."""
+    bits = f[f["metric"] == "bits"]
+    base = {y: bits[(bits["method"] == "none") & (bits["language"] == y)].set_index("sample")["value"] for y in langs}
+    cols = [bits[(bits["method"] == method) & (bits["set_lang"] == x) & (bits["language"] == y)]
+            .set_index("sample")["value"] - base[y] for x in langs for y in langs]
+    return np.column_stack([c.sort_index().to_numpy() for c in cols] + [np.full(n, 100.0)] * 4)
+
+
+def test_related_exceeds_unrelated_interval_matches_a_by_hand_bootstrap():
+    """With noise: es and fr are related; each row's mean over its relatives minus its mean over de and en,
+    averaged over the two rows, written resample by resample (a percentile interval, not BCa)."""
+    m = np.full((4, 4), 0.01)
+    np.fill_diagonal(m, 0.3)
+    m[2, 3] = m[3, 2] = 0.1
+    f = deact_frame({"lape": m}, n=12, noise=0.05, seed=5)
+    v = evaluate(f, "related_exceeds_unrelated", {"groups": [["es", "fr"]], "n_resamples": 300,
+                                                   "confidence": 0.9})
+    mat = _lang_cols(f)
+
+    def diff(one):
+        cell = lambda a, b: one[:, 4 * a + b].sum() / one[:, 16 + b].sum()  # noqa: E731
+        return np.mean([cell(2, 3) - (cell(2, 0) + cell(2, 1)) / 2, cell(3, 2) - (cell(3, 0) + cell(3, 1)) / 2])
+
+    lo, hi, _ = _bootstrap(_hand_bootstrap(f, diff), mat, 0.9, 300, bca=False)
+    assert v.estimate == pytest.approx(diff(mat), rel=1e-9)
+    assert (v.ci_low, v.ci_high) == pytest.approx((lo, hi), rel=1e-9) and "90% CI" in v.reason
+    assert v.alpha == 0.05  # the default, with `method` left at its default, lape
+
+
+def test_related_exceeds_unrelated_min_n_is_the_least_count_decided():
+    m = np.full((4, 4), 0.01)
+    m[2, 3] = m[3, 2] = 0.1
+    f = deact_frame({"lape": m}, n=5, noise=0.0)
+    v = evaluate(f, "related_exceeds_unrelated", {"groups": [["es", "fr"]]})  # min_n 5 by default
+    assert v.reason.endswith("only 5 units, and the bootstrap is calibrated from 8")
+    v = evaluate(f, "related_exceeds_unrelated", {"groups": [["es", "fr"]], "min_n": 6, "alpha": 0.1})
+    assert v.reason == "only 5 texts (< 6)"
+    assert (v.rule, v.metric, v.outcome) == ("related_exceeds_unrelated", "related_minus_unrelated",
+                                             Outcome.INCONCLUSIVE)
+
+
+def test_largest_of_defaults_and_its_refusal_fields():
+    f = deact_frame({"lape": STRONG, "lap": diag_only([0.1] * 4)}, n=5, noise=0.0)
+    v = evaluate(f, "largest_of", {"methods": ["lap"]})  # target lape, min_n 5, α 0.05 by default
+    assert v.reason.endswith("do not overlap: only 5 texts, and the bootstrap is calibrated from 8")
+    assert v.effect_name == "lape − lap" and v.alpha == 0.05
+    v = evaluate(f, "largest_of", {"methods": ["lap"], "min_n": 6})
+    assert v.reason == "only 5 evaluation texts (< 6)" and (v.rule, v.metric) == ("largest_of", "mean_delta_bpb")
+
+
+def share_frame(full: tuple[int, int], reps: list[tuple[int, int]], uniform: float = 0.4) -> pd.DataFrame:
+    rows = [("lape", None, None, None, None, None, "edge_count", full[0]),
+            ("lape", None, None, None, None, None, "total_count", full[1]),
+            ("lape", None, None, None, None, None, "uniform_share", uniform)]
+    for r, (e, t) in enumerate(reps):
+        rows += [("lape", None, None, None, None, r, "edge_count", e), ("lape", None, None, None, None, r, "total_count", t)]
+    return frame(rows)
+
+
+def test_binomial_share_counts_a_replicate_on_the_bound_as_holding():
+    """Replicate shares 1/2, 3/4, 1 around 3 of 4: centred, the middle one is exactly 0.75, which holds "≥ 0.75":
+    p = (1 + 1) / 4."""
+    v = evaluate(share_frame((3, 4), [(2, 4), (3, 4), (4, 4)]), "binomial_share",
+                 {"min_share": 0.75, "min_n": 4, "min_replicates": 3})
+    assert v.p_value == pytest.approx(2 / 4) and v.n == 3
+
+
+def test_binomial_share_centres_the_replicates_on_the_full_share_without_mirroring():
+    """Skewed replicates (1/2, 1/2, 1 of 1): the values are the full share plus each deviation ÷ √2 (not minus)."""
+    reps = [(1, 2), (1, 2), (2, 2)] * 4
+    v = evaluate(share_frame((9, 10), reps), "binomial_share", {"min_share": 0.6})
+    raw = np.array([e / t for e, t in reps])
+    shares = 0.9 + (raw - raw.mean()) / math.sqrt(2)
+    assert (v.ci_low, v.ci_high) == pytest.approx((np.quantile(shares, 0.025), np.quantile(shares, 0.975)))
+    assert v.threshold == "≥ 0.6"
+    default = evaluate(share_frame((9, 10), reps), "binomial_share", {})  # min_share 0.6 by default
+    assert default.threshold == "≥ 0.6" and default.p_value == v.p_value
+
+
+def test_binomial_share_few_replicates_are_decided_exactly_not_as_a_bootstrap():
+    """Seven replicates all above the bound: p = 1/8, which α = 0.2 accepts; the replicates are the selection's
+    own spread, not a bootstrap, so no bootstrap floor of 8 units applies."""
+    reps = [(9, 10)] * 7
+    v = evaluate(share_frame((9, 10), reps), "binomial_share", {"min_share": 0.6, "min_replicates": 7, "alpha": 0.2})
+    assert v.outcome is Outcome.SUPPORTED and v.p_value == pytest.approx(1 / 8)
+    ten = evaluate(share_frame((9, 10), [(9, 10)] * 10), "binomial_share", {"min_share": 0.6})
+    assert ten.reason.startswith("0.9, 95% CI [0.9, 0.9] vs ≥ 0.6, p = 0.0909")  # 10 with min_replicates 10: decided
+
+
+def test_binomial_share_refusals_carry_alpha_and_names():
+    few = evaluate(layer_frame(3, 9), "binomial_share", {"min_share": 0.6, "alpha": 0.1})
+    assert few.alpha == 0.1
+    none = evaluate(share_frame((0, 0), [(0, 1)] * 12), "binomial_share", {"min_share": 0.6, "alpha": 0.1})
+    assert none.reason == "only 0 selected neurons (< 10)" and none.estimate is None and none.alpha == 0.1
+    reps = evaluate(layer_frame(900, 1000, reps=9), "binomial_share", {"min_share": 0.6, "alpha": 0.1})
+    assert reps.alpha == 0.1 and reps.n == 9
+    gone = evaluate(layer_frame(900, 1000), "binomial_share", {"min_share": 0.6, "method": "plnd"})
+    assert (gone.rule, gone.metric) == ("binomial_share", "edge_share")
