@@ -168,9 +168,9 @@ def test_baseline_ratio_zero_denominator_and_the_bound_itself():
 
 def test_baseline_ratio_refusals():
     f = deact_frame({"lape": STRONG, "rs": diag_only([0.01] * 4)}, n=6, noise=0.0)
-    with pytest.raises(ValueError, match="exactly one of 'min' and 'max'"):
+    with pytest.raises(ValueError, match="^baseline_ratio needs exactly one of 'min' and 'max'$"):
         evaluate(f, "baseline_ratio", RATIO)
-    with pytest.raises(ValueError, match="exactly one of 'min' and 'max'"):
+    with pytest.raises(ValueError, match="^baseline_ratio needs exactly one of 'min' and 'max'$"):
         evaluate(f, "baseline_ratio", {**RATIO, "min": 1.0, "max": 2.0})
     v = evaluate(f, "baseline_ratio", {**RATIO, "max": 0.25, "min_n": 7})
     assert v.outcome is Outcome.INCONCLUSIVE and v.reason == "only 6 evaluation texts (< 7)"
@@ -645,3 +645,47 @@ def test_binomial_share_refusals_carry_alpha_and_names():
     assert reps.alpha == 0.1 and reps.n == 9
     gone = evaluate(layer_frame(900, 1000), "binomial_share", {"min_share": 0.6, "method": "plnd"})
     assert (gone.rule, gone.metric) == ("binomial_share", "edge_share")
+
+
+def test_baseline_ratio_defaults():
+    f = deact_frame({"lape": STRONG, "rs": diag_only([0.01] * 4)}, n=5, noise=0.0)
+    v = evaluate(f, "baseline_ratio", {**RATIO, "max": 0.5})  # min_n 5 by default: 5 texts are decided
+    assert v.reason.endswith("only 5 units, and the bootstrap is calibrated from 8") and v.alpha == 0.05
+
+
+def test_largest_of_intervals_with_noise_match_a_by_hand_bootstrap():
+    """lape's diagonal mean above lap's, with per-text noise: the target's and the runner-up's intervals and the
+    difference's, each a percentile bootstrap over texts written cell by cell, and the sentence that prints them."""
+    f = deact_frame({"lape": STRONG, "lap": diag_only([0.2] * 4)}, n=12, noise=0.3, seed=7)
+    v = evaluate(f, "largest_of", {"target": "lape", "methods": ["lap"], "n_resamples": 300, "alpha": 0.1})
+    lape, lap = _lang_cols(f, "lape"), _lang_cols(f.assign(method=f["method"].replace({"lap": "lape", "lape": "x"})))
+
+    def diag(mat):
+        return lambda one: np.mean([one[:, 5 * a].sum() / one[:, 16 + a].sum() for a in range(4)])
+
+    ci = {name: _bootstrap(_hand_bootstrap(f, diag(m)), m, 0.95, 300, bca=False)[:2]
+          for name, m in (("lape", lape), ("lap", lap))}
+    both = np.hstack([lape, lap])
+    diff = lambda one: diag(None)(one[:, :20]) - diag(None)(one[:, 20:])  # noqa: E731
+    lo, hi, _ = _bootstrap(_hand_bootstrap(f, diff), both, 0.95, 300, bca=False)
+    assert v.estimate == pytest.approx(diff(both), rel=1e-9) and (v.ci_low, v.ci_high) == pytest.approx((lo, hi))
+    assert f"lape CI [{ci['lape'][0]:.4g}, {ci['lape'][1]:.4g}] vs runner-up lap [{ci['lap'][0]:.4g}, " \
+           f"{ci['lap'][1]:.4g}]" in v.reason
+    apart = ci["lape"][0] > ci["lap"][1]
+    assert not apart and ci["lape"][1] > ci["lap"][1] and v.estimate > 0  # overlapping, lape's top higher
+    assert v.outcome is Outcome.INCONCLUSIVE and v.alpha == 0.1 and v.p_value < 0.1  # p alone does not decide
+
+
+def test_largest_of_is_refuted_short_of_a_smallest_effect_from_eight_texts():
+    """An undecided difference (the intervals overlap) whose own interval lies short of a smallest effect is
+    REFUTED from 8 texts on, and stays INCONCLUSIVE at 7, where the bootstrap is not calibrated."""
+    strong = {"lape": STRONG, "lap": diag_only([0.2] * 4)}
+    for n, want in ((8, Outcome.REFUTED), (7, Outcome.INCONCLUSIVE)):
+        f = deact_frame(strong, n=n, noise=0.3, seed=7)
+        spec = {"target": "lape", "methods": ["lap"], "min_n": 7, "n_resamples": 300}
+        plain = evaluate(f, "largest_of", spec)
+        assert plain.outcome is Outcome.INCONCLUSIVE and plain.ci_high > 0
+        e = round(plain.ci_high + 0.05, 3)
+        v = evaluate(f, "largest_of", {**spec, "smallest_effect": e})
+        assert v.outcome is want, n
+        assert (f"no effect as large as {e:g}" in v.reason) == (want is Outcome.REFUTED)
