@@ -689,3 +689,85 @@ def test_largest_of_is_refuted_short_of_a_smallest_effect_from_eight_texts():
         v = evaluate(f, "largest_of", {**spec, "smallest_effect": e})
         assert v.outcome is want, n
         assert (f"no effect as large as {e:g}" in v.reason) == (want is Outcome.REFUTED)
+
+
+ASYM = np.array([[0.30, 0.02, 0.05, 0.01],
+                 [0.01, 0.20, 0.01, 0.08],
+                 [0.09, 0.01, 0.25, 0.02],
+                 [0.01, 0.06, 0.01, 0.40]])  # rows ≠ columns: a row mean and a column mean differ
+
+
+def test_diagonal_dominance_reads_rows_on_an_asymmetric_noisy_matrix():
+    """Row x is the language whose neurons were zeroed: its off-diagonal mean and its largest other cell come from
+    the row, not the column, in the full data and in every resample (a by-hand bootstrap of the margin)."""
+    f = deact_frame({"lape": ASYM}, n=12, noise=0.05, seed=11)
+    v = evaluate(f, "diagonal_dominance", {"n_resamples": 300, "confidence": 0.9})  # method lape by default
+    mat = _lang_cols(f)
+
+    def cells(one):
+        return np.array([[one[:, 4 * a + b].sum() / one[:, 16 + b].sum() for b in range(4)] for a in range(4)])
+
+    def margin(one):
+        c = cells(one)
+        return np.mean([c[a, a] - (c[a].sum() - c[a, a]) / 3 for a in range(4)])
+
+    lo, hi, _ = _bootstrap(_hand_bootstrap(f, margin), mat, 0.9, 300, bca=False)
+    share, marg = v.parts
+    assert marg.estimate == pytest.approx(margin(mat), rel=1e-9)
+    assert (marg.ci_low, marg.ci_high) == pytest.approx((lo, hi), rel=1e-9) and "90% CI" in marg.reason
+    full = cells(mat)
+    off = np.where(np.eye(4, dtype=bool), -np.inf, full).max(axis=1)
+    assert share.estimate == pytest.approx(np.mean(np.diag(full) > off))
+
+
+def test_baseline_ratio_with_noise_matches_a_by_hand_bootstrap_and_refuses_by_name():
+    f = deact_frame({"lape": ASYM, "rs": ASYM * 0.5}, n=12, noise=0.05, seed=12)
+    v = evaluate(f, "baseline_ratio", {**RATIO, "max": 0.6, "n_resamples": 300, "confidence": 0.9})
+    both = np.hstack([_lang_cols(f, "rs"), _lang_cols(f, "lape")])
+
+    def diag(one):
+        return np.mean([one[:, 5 * a].sum() / one[:, 16 + a].sum() for a in range(4)])
+
+    d = lambda one: diag(one[:, :20]) - 0.6 * diag(one[:, 20:])  # noqa: E731
+    lo, hi, _ = _bootstrap(_hand_bootstrap(f, d), both, 0.9, 300, bca=False)
+    assert f"90% CI [{lo:.4g}, {hi:.4g}]" in v.reason and v.effect == pytest.approx(d(both), rel=1e-9)
+    gone = evaluate(f, "baseline_ratio", {"numerator": {"method": "pv"}, "denominator": {"method": "lape"},
+                                          "max": 0.6})
+    assert (gone.rule, gone.metric, gone.outcome) == ("baseline_ratio", "ratio", Outcome.INCONCLUSIVE)
+    assert gone.reason == "no ΔBPB cells for the numerator {'method': 'pv'}"
+
+
+def test_cells_keep_every_language_with_a_baseline_and_drop_texts_not_columns():
+    """A language evaluated under an edit but never without one has no ΔBPB: its cells are skipped and the
+    others kept (not the loop stopped); a text missing from one cell leaves every cell's other texts."""
+    from bench.families.langneurons.rules import _Cells
+
+    f = deact_frame({"lape": STRONG}, n=6, noise=0.0)
+    orphan = frame([("lape", "de", "aa", None, None, i, "bits", 150.0) for i in range(6)])
+    c = _Cells(pd.concat([orphan, f], ignore_index=True))
+    assert len(c.keys) == 16 and ("lape", "de", "aa") not in c.col
+    assert list(c.units) == list(range(6)) and c.n == 6
+    gap = f.drop(f.index[(f["method"] == "lape") & (f["set_lang"] == "en") & (f["language"] == "fr")
+                         & (f["sample"] == 0)])
+    c = _Cells(gap)
+    assert c.n == 5 and list(c.units) == [1, 2, 3, 4, 5] and c.mat.shape == (5, 16 + 4)
+
+
+def test_replicate_table_reads_the_full_counts_and_sums_each_replicate_over_layers():
+    """Full-selection counts are the rows with no layer, no set language and no replicate; a replicate's counts
+    may come per layer and are summed; a replicate of one neuron is kept; uniform share may be absent."""
+    from bench.families.langneurons.rules import replicate_table
+
+    rows = [("lape", None, None, None, None, None, "edge_count", 9), ("lape", None, None, None, None, None, "total_count", 10),
+            ("lape", None, None, 3, None, None, "edge_count", 1), ("lape", None, None, 3, None, None, "total_count", 5),
+            ("lape", "de", None, None, None, None, "edge_count", 2), ("lape", "de", None, None, None, None, "total_count", 7)]
+    for r in range(3):
+        rows += [("lape", None, None, layer, None, r, metric, value) for layer in (0, 5)
+                 for metric, value in (("edge_count", 2 + r), ("total_count", 4))]
+    rows += [("lape", None, None, None, None, 3, "edge_count", 1), ("lape", None, None, None, None, 3, "total_count", 1)]
+    k, n, uniform, table = replicate_table(frame(rows), "lape")
+    assert (k, n) == (9, 10) and np.isnan(uniform)
+    assert table["edge_count"].tolist() == [4, 6, 8, 1] and table["total_count"].tolist() == [8, 8, 8, 1]
+    only_edge = frame([r for r in rows if not (r[6] == "total_count" and r[5] is None and r[3] is None
+                                               and r[1] is None)])
+    assert replicate_table(only_edge, "lape") is None
