@@ -252,7 +252,8 @@ def replicate_table(frame: pd.DataFrame, method: str):
         return None
     reps = sel[sel["sample"].notna() & sel["metric"].isin(["edge_count", "total_count"])]
     table = reps.pivot_table(index="sample", columns="metric", values="value", aggfunc="sum")
-    table = table[table.get("total_count", pd.Series(dtype=float)) > 0] if len(table) else table
+    has = len(table) and {"edge_count", "total_count"} <= set(table.columns)
+    table = table[table["total_count"] > 0] if has else table.iloc[0:0]  # replicates without both counts: none
     return int(full["edge_count"]), int(full["total_count"]), float(full.get("uniform_share", float("nan"))), table
 
 

@@ -304,6 +304,7 @@ def test_binomial_share_fields_from_the_replicates():
                         "centring and ÷√2); uniform spread would give 0.4; replicate totals 1000–1000 neurons")
     v = evaluate(layer_frame(90, 100), "binomial_share", {"min_share": 0.6, "confidence": 0.5})
     assert (v.ci_low, v.ci_high) == pytest.approx((np.quantile(shares, 0.25), np.quantile(shares, 0.75)))
+    assert "50% CI" in v.reason
     # the share bound itself: 13 replicates below 0.9 + … − 0.9 + 0.6 count as wrong
     v = evaluate(layer_frame(90, 100), "binomial_share", {"min_share": 0.9})
     assert v.p_value == pytest.approx((1 + np.sum(shares < 0.9)) / 41)
@@ -771,3 +772,16 @@ def test_replicate_table_reads_the_full_counts_and_sums_each_replicate_over_laye
     only_edge = frame([r for r in rows if not (r[6] == "total_count" and r[5] is None and r[3] is None
                                                and r[1] is None)])
     assert replicate_table(only_edge, "lape") is None
+    no_totals = frame([r for r in rows if not (r[6] == "total_count" and r[5] is not None)])
+    assert len(replicate_table(no_totals, "lape")[3]) == 0  # replicates without totals count as none (no error)
+    v = evaluate(no_totals, "binomial_share", {"min_share": 0.6, "min_n": 5})
+    assert v.outcome is Outcome.INCONCLUSIVE and "but only 0 split-half replicates" in v.reason
+
+
+def test_diagonal_dominance_share_reads_each_row_not_each_column():
+    """Row en (zeroing English's neurons) hurts German more than English: row en is not dominant, although every
+    column's own language is hurt most in it (a column-wise reading would say 4 of 4)."""
+    m = ASYM.copy()
+    m[1, 0] = 0.25
+    v = evaluate(deact_frame({"lape": m}, n=12, noise=0.0), "diagonal_dominance", {"method": "lape"})
+    assert v.parts[0].estimate == pytest.approx(0.75)
