@@ -422,3 +422,25 @@ def test_the_arms_of_threshold_and_paired_difference():
     assert v.reason == "the frame has no rows for {'metric': 'z'}"
     v = control.ARMS["paired_difference"](pair(2 + D, [2.0] * 6), a={"metric": "a"}, b={"metric": "c"})
     assert (v.reason, v.metric, v.rule) == ("the frame has no rows for {'metric': 'c'}", "a − c", "paired_difference")
+
+
+def test_share_cap_applies_only_to_shares_against_a_bound_inside_the_unit_interval():
+    from bench.stats.basic import share_cap
+
+    shares = np.array([1.0] * 9 + [0.75])
+    same = (0.01, 0.9, 1.0, "")
+    assert share_cap(shares, 1.0, +1, 0.95, 0.01, 0.9, 1.0) == same  # a bound on the edge: nothing to compare with
+    assert share_cap(shares, 1.5, +1, 0.95, 0.01, 0.9, 1.0) == same
+    assert share_cap(np.append(shares, -0.1), 0.5, +1, 0.95, 0.01, 0.9, 1.0) == same  # one below 0: not shares
+    assert share_cap(np.append(shares, 1.4), 0.5, +1, 0.95, 0.01, 0.9, 1.0) == same  # one above 1: not shares
+    assert share_cap(np.array([0.95]), 0.5, +1, 0.95, 0.01, 0.9, 1.0)[0] == 0.5  # one unit: p ≥ 0.5¹
+    assert share_cap(shares, 0.9, +1, 0.95, 0.01, 0.9, 1.0)[0] == pytest.approx(0.9 ** 10)
+    # p already above bⁿ, the interval's low end above n of n's: only the interval is widened, and it says so
+    near = np.array([0.82, 0.77, 0.87, 0.80, 0.84, 0.78, 0.86, 0.81, 0.83, 0.82])
+    _, t, half = t_by_hand(near, 0.81)
+    p = stats.t.sf(t, 9)
+    assert p > 0.81 ** 10 and near.mean() - half > 0.025 ** 0.1
+    got = share_cap(near, 0.81, +1, 0.95, p, near.mean() - half, near.mean() + half)
+    assert got[:3] == pytest.approx((p, 0.025 ** 0.1, near.mean() + half)) and got[3].startswith("t-test raised")
+    # a t-test already as cautious: unchanged, and nothing said
+    assert share_cap(near, 0.8, +1, 0.95, 0.5, 0.5, 0.9) == (0.5, 0.5, 0.9, "")
