@@ -145,6 +145,48 @@ def test_layer_distribution_counts_the_union_of_the_sets_per_layer(scripted):
     assert _value(frame, metric="uniform_share") == pytest.approx(2 / 3)
 
 
+def test_layer_distribution_shares_and_each_split_halfs_counts(scripted, monkeypatch):
+    """Shares of the union per layer and in the edge layers; with split halves, each half's union counted in
+    the edge layers and in all (``sample`` = 2·split + half), and the halves' Jaccard index per split."""
+    halves = [({"en": np.array([0, 1]), "de": np.array([30])}, {"en": np.array([1, 13]), "de": np.array([25])}),
+              ({"en": np.array([], int), "de": np.array([], int)}, {"en": np.array([2]), "de": np.array([2])})]
+    seen = {}
+
+    def split_half_selections(ctx, setup, sp, method, n):
+        seen.update(ctx=ctx, setup=setup, sp=sp, method=method, n=n)
+        return halves
+
+    monkeypatch.setattr(shared, "split_half_selections", split_half_selections)
+    frame = call("layer_distribution", methods=("lape",), edge_fraction=0.34, split_halves=2)
+    assert seen["method"] == "lape" and seen["n"] == 2 and seen["ctx"].model is MODEL and seen["sp"] is SPLIT
+    union = np.concatenate(list(SETS.values()))
+    counts = np.bincount(union // F, minlength=L)
+    shares = frame[(frame["metric"] == "layer_share")].sort_values("layer")["value"].tolist()
+    assert counts.tolist() == [3, 3, 0] and shares == pytest.approx([0.5, 0.5, 0.0])
+    assert _value(frame, metric="edge_share") == pytest.approx(3 / 6)
+    assert _value(frame, metric="edge_layers") == 2  # round(0.34 · 3) = 1 on each side
+    # split 0: half 0 {0, 1, 30} → layers 0, 0, 2: all 3 at the edge; half 1 {1, 13, 25} → layers 0, 1, 2: 2 of 3
+    assert _value(frame, sample=0, metric="edge_count") == 3 and _value(frame, sample=0, metric="total_count") == 3
+    assert _value(frame, sample=1, metric="edge_count") == 2 and _value(frame, sample=1, metric="total_count") == 3
+    assert _value(frame, sample=0, metric="selection_jaccard") == pytest.approx(1 / 5)  # {1} of {0, 1, 13, 25, 30}
+    # split 1: an empty half and {2}: counts 0 and 1; Jaccard 0 of 1
+    assert _value(frame, sample=2, metric="total_count") == 0 and _value(frame, sample=3, metric="total_count") == 1
+    assert _value(frame, sample=1, metric="selection_jaccard") == 0.0
+    none = call("layer_distribution", methods=("lape",), edge_fraction=0.34)
+    assert not none["sample"].notna().any()  # no split halves asked: no replicate rows
+    wide = call("layer_distribution", methods=("lape",), edge_fraction=0.1)
+    assert _value(wide, metric="edge_layers") == 2  # at least one layer each side: max(1, round(0.3))
+    most = call("layer_distribution", methods=("lape",), edge_fraction=0.67)
+    assert _value(most, metric="edge_layers") == 3  # round(0.67 · 3) = 2 each side: every layer
+
+
+def test_jaccard_of_two_sets_and_of_two_empty_ones():
+    from bench.families.langneurons.probes import _jaccard
+
+    assert _jaccard(np.array([1, 2, 3]), np.array([2, 3, 4, 5])) == pytest.approx(2 / 5)
+    assert _jaccard(np.array([], int), np.array([], int)) == 1.0
+
+
 def test_steering_edits_with_the_targets_own_neurons_and_mean_activations(scripted, monkeypatch):
     seen = []
 
