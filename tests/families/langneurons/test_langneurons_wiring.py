@@ -145,6 +145,35 @@ def test_layer_distribution_counts_the_union_of_the_sets_per_layer(scripted):
     assert _value(frame, metric="uniform_share") == pytest.approx(2 / 3)
 
 
+def test_activation_stats_split_halves_and_the_union(scripted, monkeypatch):
+    """Each half's set size per language (``sample`` = 2·split + half), the halves' Jaccard index per language and
+    split; the union's share of all L·F neurons."""
+    halves = [({"en": np.array([0, 1]), "de": np.array([5]), "fr": np.array([], int)},
+               {"en": np.array([1]), "de": np.array([5, 6, 7]), "fr": np.array([9])}),
+              ({"en": np.array([3]), "de": np.array([], int), "fr": np.array([9, 10])},
+               {"en": np.array([3]), "de": np.array([4]), "fr": np.array([10])})]
+    seen = {}
+
+    def split_half_selections(ctx, setup, sp, method, n):
+        seen.update(ctx=ctx, sp=sp, method=method, n=n, setup=setup)
+        return halves
+
+    monkeypatch.setattr(shared, "split_half_selections", split_half_selections)
+    frame = call("activation_stats", methods=("lape",), split_halves=2)
+    assert (seen["method"], seen["n"], seen["sp"]) == ("lape", 2, SPLIT) and seen["ctx"].model is MODEL
+    assert seen["setup"].corpus  # the probe's own selection settings
+    for r, pair in enumerate(halves):
+        for j, half in enumerate(pair):
+            for lang in LANGS:
+                assert _value(frame, set_lang=lang, sample=2 * r + j, metric="n_selected") == len(half[lang])
+    jac = {(lang, r): _value(frame, set_lang=lang, sample=r, metric="selection_jaccard") for lang in LANGS for r in (0, 1)}
+    assert jac == {("en", 0): 0.5, ("de", 0): pytest.approx(1 / 3), ("fr", 0): 0.0,
+                   ("en", 1): 1.0, ("de", 1): 0.0, ("fr", 1): 0.5}
+    assert _value(frame, method="lape", metric="fraction_unique") == pytest.approx(6 / (L * F))
+    plain = call("activation_stats", methods=("lape",))
+    assert not (plain["metric"] == "selection_jaccard").any()
+
+
 def test_layer_distribution_shares_and_each_split_halfs_counts(scripted, monkeypatch):
     """Shares of the union per layer and in the edge layers; with split halves, each half's union counted in
     the edge layers and in all (``sample`` = 2·split + half), and the halves' Jaccard index per split."""
