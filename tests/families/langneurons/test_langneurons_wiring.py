@@ -145,6 +145,12 @@ def test_layer_distribution_counts_the_union_of_the_sets_per_layer(scripted):
     assert _value(frame, metric="uniform_share") == pytest.approx(2 / 3)
 
 
+def test_deactivation_hands_its_band_and_size_rule_to_the_selection(scripted):
+    frame = call("deactivation", full=("lape",), band="understanding", sized_like="lape")
+    assert scripted["selections"][-1][1:] == ("understanding", "lape")
+    assert frame.attrs["notes"][0].endswith("layer band 'understanding'")
+
+
 def test_activation_stats_split_halves_and_the_union(scripted, monkeypatch):
     """Each half's set size per language (``sample`` = 2·split + half), the halves' Jaccard index per language and
     split; the union's share of all L·F neurons."""
