@@ -151,6 +151,33 @@ def test_deactivation_hands_its_band_and_size_rule_to_the_selection(scripted):
     assert frame.attrs["notes"][0].endswith("layer band 'understanding'")
 
 
+def test_deactivation_reports_progress_per_condition_and_names_empty_sets(scripted, monkeypatch):
+    got = []
+    info = registry.probe("deactivation")
+    ctx = ProbeContext(model=MODEL, seed=4, progress=lambda f, m="": got.append((f, m)))
+    info.call(ctx, full=("lape",), diagonal=())
+    n = len(LANGS)  # the plan: lape's three sets, each on every language
+    assert got == [(1 / (n + 1), "unedited bits per byte")] + [
+        ((j + 2) / (n + 1), f"lape: {x} neurons off") for j, x in enumerate(LANGS)]
+    sets = dict(SETS, de=np.array([], int))
+    monkeypatch.setattr(shared, "selections", lambda ctx, setup, sp, methods, band="all", sized_like="":
+                        {m: dict(sets) for m in methods})
+    monkeypatch.setattr(shared, "condition_bits", lambda ctx, setup, sp, *, neurons, langs, micro_tokens: {
+        y: np.array([len(t.encode("utf-8")) for t in sp.evaluation.side(y)], float) for y in langs})
+    frame = call("deactivation", full=("lape",), diagonal=())
+    empty = [n for n in frame.attrs["notes"] if "set is empty" in n]
+    assert empty == ["lape: de set is empty, so its row equals the unedited model"]
+
+
+def test_layer_distribution_of_empty_sets_has_zero_shares_and_names_its_edge_layers(scripted, monkeypatch):
+    monkeypatch.setattr(shared, "selections", lambda ctx, setup, sp, methods, band="all", sized_like="":
+                        {m: {lang: np.array([], int) for lang in LANGS} for m in methods})
+    frame = call("layer_distribution", methods=("lape",), edge_fraction=0.34)
+    assert frame[frame["metric"] == "layer_share"]["value"].tolist() == [0.0] * L
+    assert _value(frame, metric="edge_share") == 0.0 and _value(frame, metric="total_count") == 0
+    assert frame.attrs["notes"] == ["edge layers (first and last 1 of 3): [0, 2]"]
+
+
 def test_activation_stats_split_halves_and_the_union(scripted, monkeypatch):
     """Each half's set size per language (``sample`` = 2·split + half), the halves' Jaccard index per language and
     split; the union's share of all L·F neurons."""
@@ -194,6 +221,7 @@ def test_layer_distribution_shares_and_each_split_halfs_counts(scripted, monkeyp
     monkeypatch.setattr(shared, "split_half_selections", split_half_selections)
     frame = call("layer_distribution", methods=("lape",), edge_fraction=0.34, split_halves=2)
     assert seen["method"] == "lape" and seen["n"] == 2 and seen["ctx"].model is MODEL and seen["sp"] is SPLIT
+    assert seen["setup"].corpus  # the probe's own selection settings
     union = np.concatenate(list(SETS.values()))
     counts = np.bincount(union // F, minlength=L)
     shares = frame[(frame["metric"] == "layer_share")].sort_values("layer")["value"].tolist()
