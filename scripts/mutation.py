@@ -284,28 +284,23 @@ def main() -> int:
     status: dict[str, str] = {}
     for tests, mods in groups.items():
         where = args.out / tests.replace("/", "-")
-        if args.resume:
+        if args.resume or args.retest:  # an existing run, with the working tree's tests
             problems = refresh_tests(where, mods)
             if problems:
                 print("\n".join(problems), file=sys.stderr)
                 return 2
-            (where / "no-tests").unlink(missing_ok=True)
-            t0 = time.monotonic()
-            ended = run_group(where, args.jobs, args.minutes * 60, args.only)
-            print(f"{tests}: resumed, {time.monotonic() - t0:.0f} s, {ended}", flush=True)
-        elif args.retest:
-            problems = refresh_tests(where, mods)
-            if problems:
-                print("\n".join(problems), file=sys.stderr)
-                return 2
-            wanted = {dotted(m) for m in mods}
-            equiv = equivalents()
-            again = sorted(k for k, v in results(where).items()
-                           if module_of(k) in wanted and v in MISSED and k not in equiv)
             (where / "no-tests").unlink(missing_ok=True)  # the new tests may reach what none reached before
             t0 = time.monotonic()
-            ended = run_group(where, args.jobs, args.minutes * 60, again) if again else "no survivor to test again"
-            print(f"{tests}: {len(again)} survivor(s) tested again, {time.monotonic() - t0:.0f} s, {ended}", flush=True)
+            if args.resume:
+                ended = run_group(where, args.jobs, args.minutes * 60, args.only)
+                print(f"{tests}: resumed, {time.monotonic() - t0:.0f} s, {ended}", flush=True)
+            else:
+                wanted, equiv = {dotted(m) for m in mods}, equivalents()
+                again = sorted(k for k, v in results(where).items()
+                               if module_of(k) in wanted and v in MISSED and k not in equiv)
+                ended = run_group(where, args.jobs, args.minutes * 60, again) if again else "no survivor to test again"
+                print(f"{tests}: {len(again)} survivor(s) tested again, {time.monotonic() - t0:.0f} s, {ended}",
+                      flush=True)
         elif not args.report_only:
             scratch_copy(where, mods, tests, args.leave_out_slow, args.warmup)
             t0 = time.monotonic()
