@@ -102,20 +102,19 @@ def share_cap(values: np.ndarray, bound: float, side: int, confidence: float, p:
     """Values that all lie in [0, 1] (shares: a fact's share of prompts answered) cannot show a mean beyond a
     bound b inside (0, 1) more surely than n of n 0/1 values would: a null that puts every unit at 0 or 1 with
     mean b gives the most extreme sample (all 1 for a claim "≥ b") probability bⁿ, so no valid test of the mean
-    has p below it, and the interval reaches at least to Clopper–Pearson's end for n of n, ((1 − c) / 2)^(1/n).
+    has p below it, and the interval reaches at least to Clopper–Pearson's end for n of n, ((1 − c) / 2)^(1/n):
+    the exact test of :func:`bench.stats.exact.one_sample` on all n of n (none of n for a claim "≤ b").
     The t-test ignores the bound and, with values crowded against 1, claims far more (nine facts at 1 and one at
     0.75 give p = 0.007 against 0.9; ten at 1 give the exact 0.35).  Returns (p, low, high, and what was raised,
     "" when nothing was)."""
     v = np.asarray(values, float)
     n = len(v)
-    if not (0.0 < bound < 1.0) or n == 0 or v.min() < 0.0 or v.max() > 1.0:
+    if (not (0.0 < bound < 1.0) or n == 0 or v.min() < 0.0 or v.max() > 1.0
+            or not np.isfinite(lo) or not np.isfinite(hi)):  # identical values: no interval, p = 1
         return p, lo, hi, ""
-    edge = ((1 - confidence) / 2) ** (1 / n)
-    floor = bound ** n if side > 0 else (1 - bound) ** n
+    floor, n_lo, n_hi = exact.one_sample(n if side > 0 else 0, n, bound, side, confidence)  # all n, or none, of n
     p2 = max(p, floor)
-    lo2, hi2 = (min(lo, edge), hi) if side > 0 else (lo, max(hi, 1 - edge))
-    if not np.isfinite(lo) or not np.isfinite(hi):  # identical values: no interval, p = 1 (nothing to raise)
-        return p, lo, hi, ""
+    lo2, hi2 = (min(lo, n_lo), hi) if side > 0 else (lo, max(hi, n_hi))
     if p2 == p and (lo2, hi2) == (lo, hi):
         return p, lo, hi, ""
     tail = f"{bound:g}^{n}" if side > 0 else f"(1 − {bound:g})^{n}"
