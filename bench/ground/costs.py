@@ -175,7 +175,7 @@ class Cost:
 
     def units_for(self, metric: str | None) -> tuple[int | None, str]:
         """(units, unit) of the test of `metric` (the frame's when the probe names no other)."""
-        return self.units_of.get(metric, (self.units, self.unit)) if metric else (self.units, self.unit)
+        return self.units_of.get(metric, (self.units, self.unit))
 
     def total(self, done: set[str] | None = None) -> Work:
         """The work of the parts not in `done` (keys already counted), in one."""

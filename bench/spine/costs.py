@@ -130,8 +130,8 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         fits = host <= host_limit and (not on_gpu or dev <= device_limit)
         before = prior.get((cell.spec.id, cell.model))
         need, why = units_for_power(cell, before)
-        units, unit = cost.units_for(cell.spec.rule_params().get("metric"))  # or the rule's own n when an
-        # earlier run of this profile has one
+        # the units of the metric the rule tests, or the rule's own n when an earlier run of this profile has one
+        units, unit = cost.units_for(cell.spec.rule_params().get("metric"))
         if before is not None and before.get("profile") == cell.spec.profile:
             units = int(before["n"])
         notes = (list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else [])

@@ -69,7 +69,7 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
                           tw + ev + zero))
     held = max(0, len(first) - n_train - n_mix)  # each rule decides per training run, so units are per run
     return Cost(tuple(parts), units=held, unit="held-out facts per training run",
-                units_of={m: (len(trained), "trained facts per training run") for m in ("reliability", "fitted")},
+                units_of=dict.fromkeys(("reliability", "fitted"), (len(trained), "trained facts per training run")),
                 notes=(f"the pool counted as its first chunk of {len(first)} facts: it grows, by chunks up to "
                        f"max_pool = {max_pool}, only while fewer than n_train = {n_train} of them are Unknown",
                        f"each answer counted at its own length in the demonstrations' format (' <answer>' and "
