@@ -24,6 +24,7 @@ import re
 import secrets
 import socket
 import tempfile
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -81,6 +82,9 @@ def read_frame(data: bytes) -> pd.DataFrame:
     return pd.read_parquet(io.BytesIO(data))
 
 
+KEPT_BYTES = 256 << 20  # frames a Cache keeps in memory after reading them (each at most a quarter of it)
+
+
 # ── the cache ──────────────────────────────────────────────────────────────────────────────────────────────
 
 class Cache:
@@ -89,6 +93,9 @@ class Cache:
     def __init__(self, root: Path | None = None, warn: Callable[[str], None] | None = None):
         self.root = Path(root) if root else cache_root()
         self.warn = warn or (lambda msg: None)
+        self.waited_s = 0.0  # seconds spent waiting for entries another process was computing (for the timings)
+        self._read: dict[str, tuple[str, pd.DataFrame, int]] = {}  # key → (checksum, frame, bytes) read, newest last
+        self._read_bytes = 0
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         d = self.root / "frames" / key[:2]
@@ -100,16 +107,35 @@ class Cache:
             return None
         try:
             meta = json.loads(meta_path.read_text())
-            data = data_path.read_bytes()
-            if sha256_bytes(data) != meta["sha256"]:
-                raise ValueError("checksum mismatch")
-            frame = read_frame(data)
-            frame.attrs.update(meta.get("attrs", {}))
+            kept = self._read.get(key)
+            if kept is not None and kept[0] == meta["sha256"]:  # read before by this cache, the entry unchanged
+                frame = kept[1].copy(deep=True)
+            else:
+                data = data_path.read_bytes()
+                if sha256_bytes(data) != meta["sha256"]:
+                    raise ValueError("checksum mismatch")
+                frame = read_frame(data)
+                frame.attrs.update(meta.get("attrs", {}))
+                self._keep(key, meta["sha256"], frame)
             return validate(frame) if validate else frame
         except Exception as exc:  # noqa: BLE001 - any damage means: recompute
             self.warn(f"cache entry {key[:12]} is corrupt ({type(exc).__name__}: {str(exc)[:80]}); recomputing")
             self.drop(key)
             return None
+
+    def _keep(self, key: str, checksum: str, frame: pd.DataFrame) -> None:
+        """Keep a copy of a frame read, so that the cells of one process that share it read its file once
+        (a cell of the language-neuron family looks up some 20 shared results; each read costs a parquet decode
+        and a checksum of the file); the oldest go beyond :data:`KEPT_BYTES`.  An entry whose marker changed
+        (written again, or by another process) is read from its file."""
+        size = int(frame.memory_usage(index=True, deep=True).sum())
+        if size > KEPT_BYTES // 4:
+            return
+        self.drop_kept(key)
+        self._read[key] = (checksum, frame.copy(deep=True), size)
+        self._read_bytes += size
+        while self._read_bytes > KEPT_BYTES:
+            self._read_bytes -= self._read.pop(next(iter(self._read)))[2]
 
     def has(self, key: str) -> bool:
         """Whether `key` has a complete entry (its marker is written last; damage shows only when it is read)."""
@@ -122,7 +148,12 @@ class Cache:
         atomic_write_json(meta_path, {"sha256": sha256_bytes(data), "parts": parts, "attrs": _attrs(frame),
                                       "written": now()})
 
+    def drop_kept(self, key: str) -> None:
+        kept = self._read.pop(key, None)
+        self._read_bytes -= kept[2] if kept else 0
+
     def drop(self, key: str) -> None:
+        self.drop_kept(key)
         for p in self._paths(key):
             p.unlink(missing_ok=True)
 
@@ -139,7 +170,9 @@ class Cache:
         lock = FileLock(str(d / f"{key}.lock"), timeout=wait)
         try:
             d.mkdir(parents=True, exist_ok=True)
+            began = time.perf_counter()
             lock.acquire()
+            self.waited_s += time.perf_counter() - began
         except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
             raise StoreError(f"cache entry {key[:12]} is being computed by {_read_holder(holder)}; waited {wait:g} s "
                              f"(raise BENCH_LOCK_TIMEOUT to wait longer)") from None

@@ -57,6 +57,7 @@ class ModelCells:
                                "model_ref": self.ref.__dict__ if self.ref else None,
                                "fingerprint": self.fingerprint, "timings": {"started_at": round(began, 3)}}
         frame, verdict, cached = None, None, False
+        waited = self.cache.waited_s
         if self.unavailable and cell.probe.uses_model:
             verdict = stats.skipped(self.unavailable)
         else:
@@ -79,6 +80,8 @@ class ModelCells:
                 rec["traceback"] = traceback.format_exc()
             rec["timings"]["verdict_s"] = round(time.perf_counter() - t1, 3)
         seconds = time.perf_counter() - t0
+        if self.cache.waited_s - waited >= 0.01:  # blocked while another process computed what this cell needs
+            rec["timings"]["wait_s"] = round(self.cache.waited_s - waited, 3)
         rec["timings"]["total_s"] = round(seconds, 3)
         rec["verdict"] = verdict.to_json()
         self.ui.cell_done(cell, verdict, seconds, cached)

@@ -57,6 +57,35 @@ def test_local_executor_name_in_record(tmp_path, tiny_model_dir, specs_dir, one_
     assert t0 - 0.01 <= began[0] <= began[1] <= time.time()
 
 
+def test_a_cell_that_waited_for_another_process_says_how_long(tmp_path, tiny_model_dir, specs_dir, one_thread):
+    """A cell whose frame another process is computing waits under the cache's lock; its timings say how long
+    (`wait_s`), so that the time is not read as the cell's own work.  A cell that did not wait has no wait_s."""
+    import threading
+    import time
+
+    from bench.ground.store import Cache
+
+    specs = [spec.load_spec(specs_dir / "circuits" / "norm-folding-is-exact.toml")]
+    opts = run.Options(models=(str(tiny_model_dir),), runs_dir=tmp_path / "runs")
+    cell = _record(run.execute(specs, opts))["cells"][0]
+    assert "wait_s" not in cell["timings"]
+    key, other = cell["cache_key"], Cache()
+    other.drop(key)
+    taken = threading.Event()
+
+    def compute_elsewhere():
+        with other.computing(key):
+            taken.set()
+            time.sleep(1.0)
+
+    t = threading.Thread(target=compute_elsewhere)
+    t.start()
+    taken.wait(10)
+    again = _record(run.execute(specs, opts))["cells"][0]
+    t.join()
+    assert not again["cache_hit"] and 0.7 <= again["timings"]["wait_s"] <= again["timings"]["total_s"]
+
+
 def test_bench_without_ray_never_imports_it(tmp_path, tiny_model_dir, specs_dir):
     code = ("import sys; from pathlib import Path; from bench.spine import run; from bench.ground import spec; "
             f"s = [spec.load_spec(Path({str(specs_dir / 'circuits' / 'norm-folding-is-exact.toml')!r}))]; "

@@ -119,3 +119,76 @@ def test_written_files_are_readable_by_others(tmp_path):
     p = tmp_path / "f.json"
     atomic_write_bytes(p, b"{}")
     assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~_UMASK  # as open() would create it, not mkstemp's 0600
+
+
+def test_a_frame_read_twice_is_decoded_once_and_handed_out_as_a_copy(tmp_path, monkeypatch):
+    """The cells of one process that share a result read its file once; each gets its own copy (a probe that
+    edits its frame cannot change the next reader's), and an entry written again is read again."""
+    from bench.ground import store
+
+    cache = Cache(tmp_path)
+    k = key_of({"x": "twice"})
+    cache.put(k, frame(), {})
+    decoded = []
+    real = store.read_frame
+    monkeypatch.setattr(store, "read_frame", lambda data: decoded.append(1) or real(data))
+    first = cache.get(k, check)
+    first.loc[0, "value"] = 99.0
+    second = cache.get(k, check)
+    assert decoded == [1]
+    pd.testing.assert_frame_equal(second, check(frame()))
+    assert second.attrs["notes"] == ["a note"]
+    changed = frame().assign(value=[0.75, 0.125])
+    cache.put(k, changed, {})
+    pd.testing.assert_frame_equal(cache.get(k, check), check(changed))
+    assert decoded == [1, 1]
+    cache.drop(k)
+    assert cache.get(k) is None and cache._read_bytes == 0
+
+
+def test_the_frames_kept_stay_within_their_bound_oldest_out_first(tmp_path, monkeypatch):
+    """At most KEPT_BYTES of frames are kept, the oldest read leaving first; a frame over a quarter of the bound is
+    never kept."""
+    from bench.ground import store
+
+    cache = Cache(tmp_path)
+    keys = [key_of({"x": i}) for i in range(5)]
+    for k in keys:
+        cache.put(k, frame(), {})
+    size = int(cache.get(keys[0]).memory_usage(index=True, deep=True).sum())
+    cache = Cache(tmp_path)
+    monkeypatch.setattr(store, "KEPT_BYTES", 4 * size + size // 2)  # room for four
+    for k in keys:
+        cache.get(k)
+    assert list(cache._read) == keys[1:] and cache._read_bytes == 4 * size
+    monkeypatch.setattr(store, "KEPT_BYTES", 4 * size - 4)
+    cache = Cache(tmp_path)
+    cache.get(keys[0])
+    assert not cache._read and cache._read_bytes == 0
+
+
+def test_time_spent_waiting_for_an_entry_another_holds_is_counted(tmp_path):
+    """`waited_s` adds the seconds a compute lock was held by someone else (a cell's timings report them as
+    `wait_s`); a free lock adds next to nothing."""
+    import threading
+    import time
+
+    holder, cache = Cache(tmp_path), Cache(tmp_path)
+    k = key_of({"x": "held"})
+    with cache.computing(k):
+        pass
+    assert cache.waited_s < 0.05
+    taken = threading.Event()
+
+    def hold():
+        with holder.computing(k):
+            taken.set()
+            time.sleep(0.5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    taken.wait(5)
+    with cache.computing(k):
+        pass
+    t.join()
+    assert 0.3 <= cache.waited_s < 5

@@ -116,3 +116,20 @@ def test_udhr_aligns_paragraphs_and_joins_uneven_articles(tmp_path, monkeypatch)
     assert par.texts == (("Whereas one", "Da eins"), ("Whereas two", "Da zwei"),
                          ("All are free.", "Alle sind frei."), ("Everyone counts.", "Jeder zählt. Zusatz."))
     assert udhr.udhr_texts("de")[:2] == ["Da eins", "Da zwei"]
+
+
+def test_a_catalog_added_or_removed_changes_the_corpus_and_its_fingerprint(locales):
+    """The catalogs of a language are listed once while their folder is unchanged; a file added or removed
+    changes the folder, so the next listing, the texts and the fingerprint see it."""
+    from bench import corpora
+
+    before = corpora.fingerprint("gettext:en,de")
+    assert [p.name for p in gettext_mo.catalogs("de")] == ["prog.mo"]
+    write_mo(locales / "de" / "LC_MESSAGES" / "more.mo",
+             {"a sentence only the second catalog carries": "ein Satz nur im zweiten Katalog"})
+    assert [p.name for p in gettext_mo.catalogs("de")] == ["more.mo", "prog.mo"]
+    assert corpora.fingerprint("gettext:en,de") != before
+    (locales / "de" / "LC_MESSAGES" / "more.mo").unlink()
+    assert [p.name for p in gettext_mo.catalogs("de")] == ["prog.mo"]
+    assert corpora.fingerprint("gettext:en,de") == before
+    assert gettext_mo.catalogs("xx") == []
