@@ -5,8 +5,10 @@
 RUN_DIR is a run folder (its record.json) or a runs folder holding one (the latest is taken).  The cells are
 planned again from the record's own settings (models, profile, device, dtype, seed, control) on the specs it
 ran, reading configs and tokenizers only, with this machine's measured rates; each is compared with the
-record's ``timings.total_s``; a run of worker processes is planned at the thread count each had (the record's
-``executor.threads_per_job``), and in the order the cells began (``timings.started_at``, where the record has
+record's ``timings.total_s``, less the time it waited (``timings.wait_s``) for a shared piece that another
+worker was computing (that work is booked to the cell computing it); a run of worker processes is planned at the
+thread count each had (the record's ``executor.threads_per_job``), with a load of its model in every work unit as
+the workers do, and in the order the cells began (``timings.started_at``, where the record has
 it), so that work several cells share is booked to the cell that did it.  Cells the run read from its cache are
 shown, and left out of the ratios (a plan predicts them as free).  Target: every cell and the total within [0.5, 2].
 """
@@ -63,11 +65,15 @@ def main() -> None:
              if "started_at" in (c.get("timings") or {})}
     if began:  # booked in the order the cells began (a worker may run a later spec's cell first)
         print(f"planned in the order the run's {len(began)} cells began", file=sys.stderr)
-    rows = {(r.claim, r.model): r for r in costs.for_run(specs, opts, rates=rates, began=began or None)}
+    workers = int((record.get("executor") or {}).get("jobs") or 1) > 1  # each work unit loads its model
+    rows = {(r.claim, r.model): r for r in costs.for_run(specs, opts, rates=rates, began=began or None,
+                                                         workers=workers)}
     out, pred_total, meas_total = [], 0.0, 0.0
     for c in record["cells"]:
         r = rows.get((c["spec"]["id"], c["model"]))
-        measured = float(c.get("timings", {}).get("total_s") or 0.0)
+        t = c.get("timings") or {}
+        waited = float(t.get("wait_s") or 0.0)  # blocked while another worker computed a shared piece
+        measured = float(t.get("total_s") or 0.0) - waited
         if r is None:
             out.append({"claim": c["spec"]["id"], "model": c["model"], "measured_s": measured, "note": "not planned"})
             continue
@@ -76,8 +82,9 @@ def main() -> None:
         if not cached:
             pred_total += r.predicted_s
             meas_total += measured
+        note = "read from the cache" if cached else f"(waited {waited:.1f} s for another worker)" if waited else ""
         out.append({"claim": r.claim, "model": r.model, "predicted_s": r.predicted_s, "measured_s": measured,
-                    "ratio": ratio, "note": "read from the cache" if cached else ""})
+                    "waited_s": waited, "ratio": ratio, "note": note})
     total = pred_total / meas_total if meas_total else None
     if args.json:
         print(json.dumps({"cells": out, "predicted_s": pred_total, "measured_s": meas_total, "ratio": total}))

@@ -17,8 +17,8 @@ Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks w
 decoding, the LM head) + model calls × (a measured overhead per layer + one read of the weights at the measured
 memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn,
 characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
-(:func:`load_seconds`) is a measured fixed part, its tokenizer files' bytes and its weights' bytes (or, for a
-random-init control, its parameters drawn by the initialiser), each at its measured rate.  FLOPs per token are
+(:func:`load_seconds`) is a measured fixed part, its tokenizer's load as timed when the plan read it, and its
+weights' bytes (or, for a random-init control, its parameters drawn by the initialiser) at their measured rate.  FLOPs per token are
 2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers × heads × head size
 × context), plus 2 × vocabulary × d_model for each LM-head position.
 
@@ -134,6 +134,8 @@ class Work:
     drawn: int = 0         # random numbers drawn from a generator outside the model (Gaussian baselines)
     chars: int = 0         # characters of text run through the model's tokenizer
     words: int = 0         # words joined into running text by the corpora's detokeniser (interpreter-bound, per word)
+    maps: int = 0          # attention probabilities formed by eager attention outside a model's block count (a toy)
+    maps_trained: int = 0  # … formed in training (forward and backward)
     hashed: int = 0        # bytes of files read and hashed (a corpus's fingerprint, once per file and process)
     batch_tokens: int = 0  # positions of the largest no-gradient batch
     grad_tokens: int = 0   # positions of the largest batch kept for a backward pass
@@ -145,7 +147,7 @@ class Work:
     extra_bytes: int = 0   # other buffers kept at once (Gram matrices, stored states)
 
     TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "steps", "flops", "drawn", "chars",
-            "words", "hashed")
+            "words", "hashed", "maps", "maps_trained")
 
     def __add__(self, other: "Work") -> "Work":
         out = {}
@@ -204,9 +206,10 @@ class Rates:
     decoding; seconds of overhead per layer of every model call; FLOP/s of small kernels outside the model;
     bytes the process holds before any model (torch and transformers imported); weight bytes loaded per
     second; FLOP/s of the LM head's wide products; memory bandwidth; Gaussian draws per second; characters
-    tokenised per second; seconds per word joined into running text; a model load's fixed seconds, its tokenizer
-    files' bytes read per second and, for a random-init control, parameters initialised per second; bytes of files
-    read and hashed per second."""
+    tokenised per second; seconds per word joined into running text; a model load's fixed seconds and, for a
+    random-init control, parameters initialised per second; bytes of files read and hashed per second; attention
+    probabilities formed per second by a model that keeps them (eager attention), without and with the backward
+    pass."""
 
     forward: float
     backward: float
@@ -221,9 +224,10 @@ class Rates:
     tokenize: float = 2e6  # characters of text a fast tokenizer splits per second
     word_s: float = 7e-7  # seconds to join one word into running text (bench.corpora.tagged.detokenize)
     load_fixed_s: float = 0.0  # seconds of a model load that do not grow with its size (classes, modules, config)
-    tokenizer_bps: float = 2e7  # bytes of tokenizer files read into a tokenizer per second
     init_ps: float = 1e8  # parameters drawn by an architecture's initialiser per second (a random-init control)
     hash_bps: float = 5e8  # bytes of files read and hashed (sha256) per second
+    attention: float = 1e8  # attention probabilities formed and kept per second by eager attention, no gradient
+    attention_train: float = 3e7  # … the same, forward and backward
     machine: str = ""
     load: float = 0.0  # the 1-minute load average per CPU when measured: other work slows every rate above
 
@@ -280,16 +284,16 @@ def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
             + f["head"] / rates.head + w.calls * per_call + w.flops / rates.kernel
             + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth
             + w.drawn / rates.rng + w.chars / rates.tokenize + w.words * rates.word_s
-            + w.hashed / rates.hash_bps)
+            + w.hashed / rates.hash_bps + w.maps / rates.attention + w.maps_trained / rates.attention_train)
 
 
-def load_seconds(shape: Shape, rates: Rates, *, tokenizer_bytes: int = 0, initialised: bool = False) -> float:
+def load_seconds(shape: Shape, rates: Rates, *, tokenizer_s: float = 0.0, initialised: bool = False) -> float:
     """Predicted seconds of loading a model of `shape` (float32 weights, as they are stored) with its tokenizer
-    (`tokenizer_bytes` of files): the load's fixed part, the tokenizer's bytes at their rate, and the weights'
-    bytes at the load rate — or, for a control whose weights an initialiser draws (`initialised`), its parameters
-    at the initialiser's rate."""
+    (`tokenizer_s`: the seconds its load took when the plan read it): the load's fixed part, the tokenizer, and
+    the weights' bytes at the load rate — or, for a control whose weights an initialiser draws (`initialised`),
+    its parameters at the initialiser's rate."""
     weights = shape.n_params / rates.init_ps if initialised else shape.n_params * 4 / rates.load_bps
-    return rates.load_fixed_s + tokenizer_bytes / rates.tokenizer_bps + weights
+    return rates.load_fixed_s + tokenizer_s + weights
 
 
 def peak_parts(shape: Shape, w: Work, dtype_bytes: int) -> dict[str, int]:

@@ -8,6 +8,7 @@ file's header, the hub cache's snapshot folder or the hub (config and tokenizer 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tok
 STAND_IN = "smollm2-135m"  # whose tokenizer counts the tokens of a config folder that has none
 
 
-def read(ref: ModelRef) -> tuple[Any, Any, str]:
-    """(config, tokenizer, note) of `ref`, weights untouched.  A folder with a config.json and no tokenizer (a
-    shape to plan for, nothing downloaded) has its tokens counted by the embedded :data:`STAND_IN`'s tokenizer;
-    the note says so (token counts of the same text differ between tokenizers by some tens of percent)."""
+def read(ref: ModelRef) -> tuple[Any, Any, str, float]:
+    """(config, tokenizer, note, seconds the tokenizer took to load) of `ref`, weights untouched.  A folder with a
+    config.json and no tokenizer (a shape to plan for, nothing downloaded) has its tokens counted by the embedded
+    :data:`STAND_IN`'s tokenizer; the note says so (token counts of the same text differ between tokenizers by
+    some tens of percent), and its load counts 0 s.  The load is timed because a run loads the same tokenizer
+    with each model: its time depends on the tokenizer's class as much as on its files (Gemma 3's 33 MB loads in
+    3 s at one thread, most of it a JSON parse in Python, while a plain byte-pair tokenizer's 4.5 MB take 0.2 s)."""
     from transformers import AutoConfig, AutoTokenizer
 
     where, kw = source(ref)
@@ -53,24 +57,12 @@ def read(ref: ModelRef) -> tuple[Any, Any, str]:
 
                 where, kw = source(resolve(STAND_IN))
                 note = f"token counts from {STAND_IN}'s tokenizer: {ref.base.display} has none"
+            began = time.perf_counter()
             tok = AutoTokenizer.from_pretrained(where, **kw, **NO_REMOTE_CODE)
+            took = 0.0 if note else time.perf_counter() - began
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot read the config of '{ref.display}': {str(exc).splitlines()[0]}") from None
-    return config, tok, note
-
-
-def tokenizer_bytes(ref: ModelRef) -> int:
-    """Bytes of the tokenizer files a load of `ref` reads (its converted or checkpoint folder's; 0 where they are
-    not on this machine: a hub id not downloaded, a GGUF not yet converted)."""
-    from bench.models.loading import IDENTITY_FILES, IDENTITY_SUFFIXES
-
-    where, _ = source(ref)
-    folder = Path(where)
-    if not folder.is_dir():
-        return 0
-    names = [n for n in IDENTITY_FILES if n not in ("config.json", "generation_config.json")]
-    return sum(p.stat().st_size for p in folder.iterdir()
-               if p.is_file() and (p.name in names or p.suffix in IDENTITY_SUFFIXES))
+    return config, tok, note, took
 
 
 def shape(config) -> Shape:

@@ -6,8 +6,9 @@ no-gradient forward pass over a batch (forward FLOP/s), the same batch forward a
 backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
 model call, less one read of the weights), a float64 matrix product (FLOP/s of kernels outside the model), a
 save and load of the weights beside a tiny model's (bytes loaded per second, and the fixed part of a load), the
-loads of two byte-pair tokenizers of different sizes (their files' bytes per second; the smaller one's time joins
-the fixed part), the larger one splitting text (characters per second), Gaussian draws from a seeded generator,
+a byte-pair tokenizer splitting text (characters per second; a tokenizer's load is timed by the plan that reads
+it), eager attention forming and keeping its probabilities (elements per second, without and with the backward
+pass), Gaussian draws from a seeded generator,
 the corpora's word joining (seconds per word), a corpus fingerprint's file hashing (bytes per second), the
 initialiser drawing the model's weights (parameters per second) and the process's resident memory before any
 model.  The result is cached in the bench cache folder under a key of what is measured (:data:`VERSION`), the
@@ -32,9 +33,9 @@ CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidd
               num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
 BATCH, LENGTH, ROWS, STEPS = 8, 128, 64, 24
 HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
-VERSION = 3  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
+VERSION = 4  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
 DRAWS = 1 << 21  # Gaussian numbers drawn to time the generator
-MERGES_SMALL, MERGES_LARGE = 1_000, 60_000  # merges of the two tokenizers whose loads give the fixed part and the rate
+MERGES = 60_000  # merges of the byte-pair tokenizer whose splitting of text is timed
 ITEMS = 200_000  # words joined to time the corpora's word joining
 
 
@@ -197,18 +198,19 @@ def measure(device: str = "cpu") -> Rates:
     with torch.random.fork_rng(devices=[]):
         t_init = best_time(lambda: tf.LlamaForCausalLM(cfg), repeat=2)
     loads = _loads(tf, model)
+    maps = _attention_maps(torch, dev, sync)
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, head=head, bandwidth=bandwidth, rng=rng, word_s=_word_s(),
                  init_ps=sum(p.numel() for p in model.parameters()) / max(1e-9, t_init), hash_bps=_hash_bps(),
-                 **loads,
+                 **loads, **maps,
                  machine=machine_key(device), load=max(load, busy()))
 
 
 def _loads(tf, model) -> dict[str, float]:
     """A model's load as :func:`bench.ground.costs.load_seconds` counts it: the weights of `model` beside a
-    one-layer model's (their difference: bytes per second; the small one: the fixed part), two byte-pair
-    tokenizers (their difference: bytes per second; the small one joins the fixed part), and the larger
-    tokenizer splitting text (characters per second)."""
+    one-layer model's (their difference: bytes per second; the small one: the fixed part), and a byte-pair
+    tokenizer splitting text (characters per second).  A tokenizer's own load is timed by the plan that reads it
+    (:func:`bench.models.shapes.read`)."""
     tiny = tf.LlamaForCausalLM(tf.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
                                               num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
     bars = tf.utils.logging.is_progress_bar_enabled()
@@ -221,23 +223,47 @@ def _loads(tf, model) -> dict[str, float]:
                 m.save_pretrained(where)
                 sizes.append(_bytes(where, lambda f: f.endswith(".safetensors")))
                 times.append(best_time(lambda: tf.AutoModelForCausalLM.from_pretrained(where), repeat=2))
-            tok_times, tok_sizes, toks = [], [], []
-            for i, merges in enumerate((MERGES_SMALL, MERGES_LARGE)):
-                where = os.path.join(tmp, f"tok{i}")
-                _tokenizer(tf, merges).save_pretrained(where)
-                tok_sizes.append(_bytes(where, lambda f: True))
-                tok_times.append(best_time(lambda: toks.append(tf.AutoTokenizer.from_pretrained(where)), repeat=2))
     finally:
         if bars:
             tf.utils.logging.enable_progress_bar()
+    tok = _tokenizer(tf, MERGES)
     texts = _words(200_000, seed=1)
     texts = [" ".join(texts[i: i + 100]) for i in range(0, len(texts), 100)]
-    t_split = best_time(lambda: toks[-1](texts), repeat=2)
-    return {"load_fixed_s": times[0] + tok_times[0],
+    t_split = best_time(lambda: tok(texts), repeat=2)
+    return {"load_fixed_s": times[0],
             "load_bps": (sizes[1] - sizes[0]) / max(1e-9, times[1] - times[0], 0.05 * times[1]),
-            "tokenizer_bps": (tok_sizes[1] - tok_sizes[0]) / max(1e-9, tok_times[1] - tok_times[0],
-                                                                  0.05 * tok_times[1]),
             "tokenize": sum(len(t) for t in texts) / max(1e-9, t_split)}
+
+
+MAPS = (16, 4, 48, 16)  # batch, heads, positions, head size of the attention timed (an attention-only toy's)
+
+
+def _attention_maps(torch, dev, sync) -> dict[str, float]:
+    """Attention probabilities formed per second by eager attention that keeps them: the scores' product, the
+    scale, the causal mask, the softmax and the product with the values, without and with the backward pass.  At
+    small widths these, not the FLOPs of the projections, take most of a layer's time (a 64-wide toy's
+    training step: 13 ms a layer at one thread, two thirds of it on the maps)."""
+    B, H, T, dh = MAPS
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(B, H, T, dh, generator=gen).to(dev).requires_grad_() for _ in range(3))
+    future = torch.ones(T, T, dtype=torch.bool, device=dev).triu(1)
+
+    def attend():
+        p = (q @ k.transpose(-2, -1) / dh ** 0.5).masked_fill(future, float("-inf")).softmax(-1)
+        return p @ v
+
+    def forward():
+        with torch.no_grad():
+            attend()
+        sync()
+
+    def train():
+        attend().sum().backward()
+        sync()
+
+    n = B * H * T * T
+    return {"attention": n / max(1e-9, best_time(forward, warmup=True)),
+            "attention_train": n / max(1e-9, best_time(train, warmup=True))}
 
 
 def _bytes(folder: str, keep) -> int:

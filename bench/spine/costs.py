@@ -6,7 +6,9 @@ tokenizer (:mod:`bench.models.shapes`: no weights are read).  Cells are counted 
 executes them (grouped by model, in plan order of each model's first cell): work that probes share through the
 memo cache is counted in the first cell that needs it, a cell whose probe, parameters and seed an earlier cell
 of the same model already measured costs nothing (the run reads it from the cache), and a model's first cell
-also pays for loading it (:func:`bench.ground.costs.load_seconds`: a fixed part, its tokenizer files, its weights).
+that measures with it also pays for loading it (:func:`bench.ground.costs.load_seconds`: a fixed part, its
+tokenizer's load as timed when the plan read it, its weights); in a run of worker processes, the first such cell
+of every work unit (each loads the model afresh).
 
 Power: for each sub-rule with a bound (``min`` / ``max``), the reference effect is the one a REFUTED is judged
 against (:mod:`bench.stats.sensitivity`): ``smallest_effect`` against the bound, else the bound against 0.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench.ground import costs as gc
 from bench.ground import registry
@@ -78,13 +80,16 @@ def _dtype_bytes(dtype: str) -> int:
 
 def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates: gc.Rates, *,
          host_limit: int, device_limit: int, runs_dir: Path | None = None, strict: bool = True,
-         timed: bool = True) -> list[Row]:
+         timed: bool = True, unit_of: Callable[[Cell], Any] | None = None) -> list[Row]:
     """One :class:`Row` per cell (module docstring).  `refs`: model name → ModelRef.  Not `strict`: a cell
     whose probe has no cost model, or whose cost cannot be counted, gets a row with nothing predicted.  Not
-    `timed`: `rates` are not the device's (it is not on this machine): memory is planned, seconds are None."""
+    `timed`: `rates` are not the device's (it is not on this machine): memory is planned, seconds are None.
+    `unit_of`: for a run of worker processes, the work unit of a cell (:func:`.executors.pool.unit_of`): each
+    unit loads its model afresh, so the first cell of every unit that measures with the model pays a load."""
     from bench.models import shapes
 
-    read: dict[str, tuple[Any, Any]] = {}
+    read: dict[str, tuple[Any, Any, str, float]] = {}
+    loaded: set[Any] = set()
     done: dict[str, set[str]] = {}
     measured: dict[str, set[str]] = {}
     prior = _prior_verdicts(runs_dir)
@@ -96,8 +101,8 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         ref = refs[cell.model]
         base = ref.base.name if hasattr(ref, "base") else cell.model
         if base not in read:
-            read[base] = (*shapes.read(ref), shapes.tokenizer_bytes(ref))
-        config, tok, stand_in, tok_bytes = read[base]
+            read[base] = shapes.read(ref)
+        config, tok, stand_in, tok_s = read[base]
         shape = shapes.shape(config)
         info = cell.probe
         planned = gc.Planned(shape=shape, tokenizer=tok, seed=cell.seed, dtype_bytes=width, name=cell.model)
@@ -117,7 +122,11 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         keys = {_key(k, cell.model) for k, _ in cost.parts if k is not None}
         work = gc.Work() if cached else gc.Cost(tuple((_key(k, cell.model), w) for k, w in cost.parts)).total(
             seen | done.setdefault("", set()))
-        load = (tok_bytes, bool(getattr(ref, "control", None))) if not seen and not measured[cell.model] else None
+        unit = unit_of(cell) if unit_of else cell.model  # where the run loads the model: once per model, or per unit
+        load = None
+        if unit not in loaded and not cached and info.uses_model:
+            load = (tok_s, bool(getattr(ref, "control", None)))
+            loaded.add(unit)
         seconds = gc.seconds(shape, work, rates, width) + _load_s(shape, load, rates) if timed else None
         for k in keys:
             (done[""] if k.startswith("global|") else seen).add(k)
@@ -142,10 +151,10 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
     return rows
 
 
-def _load_s(shape: gc.Shape, load: tuple[int, bool] | None, rates: gc.Rates) -> float:
-    """Seconds of a model's load in its first cell: `load` is (its tokenizer files' bytes, whether an initialiser
-    draws its weights), None in every later cell."""
-    return 0.0 if load is None else gc.load_seconds(shape, rates, tokenizer_bytes=load[0], initialised=load[1])
+def _load_s(shape: gc.Shape, load: tuple[float, bool] | None, rates: gc.Rates) -> float:
+    """Seconds of a model's load in the cell that loads it: `load` is (its tokenizer's timed load, whether an
+    initialiser draws its weights), None in every other cell."""
+    return 0.0 if load is None else gc.load_seconds(shape, rates, tokenizer_s=load[0], initialised=load[1])
 
 
 def _key(key: str | None, model: str) -> str | None:
@@ -222,21 +231,25 @@ def totals(rows: list[Row]) -> dict[str, dict[str, Any]]:
 
 # A slow machine: if even these rates predict a run under ANNOUNCE_S, it is not worth measuring this one's
 SLOW = dict(forward=2e9, backward=2e9, generate=1e9, call_layer_s=2e-3, kernel=2e8, load_bps=5e7, head=2e9,
-            bandwidth=2e9, rng=1e7, tokenize=5e5, word_s=3e-6, load_fixed_s=2.0, tokenizer_bps=5e6, init_ps=2e7)
+            bandwidth=2e9, rng=1e7, tokenize=5e5, word_s=3e-6, load_fixed_s=2.0, init_ps=2e7,
+            attention=2e7, attention_train=5e6)
 ANNOUNCE_S = 180.0
 
 
 def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | None = None,
             device_limit: int | None = None, runs_dir: Path | None = None, strict: bool = True,
-            executing: bool = False, began: dict[tuple[str, str], float] | None = None) -> list[Row]:
+            executing: bool = False, began: dict[tuple[str, str], float] | None = None,
+            workers: bool = False) -> list[Row]:
     """The rows of the cells that `bench verify` would run with `opts` (a ``run.Options``), weights unread.
     Without `rates`, this machine's (measured once, :mod:`bench.spine.calibrate`).  `executing`: only the cells
     whose frame is not in the cache (the ones the run will measure; the others are read back).  `began`:
     (claim, model) → when that cell started in a finished run; the cells are planned in that order, so work
-    that several cells share is booked to the one that ran it (cells it does not name keep their place, last)."""
+    that several cells share is booked to the one that ran it (cells it does not name keep their place, last).
+    `workers`: the run hands work units to worker processes, each loading its model afresh."""
     from bench import models
     from bench.spine import calibrate, run
     from bench.spine import plan as planning
+    from bench.spine.executors import pool
 
     device, timed = planned_device(opts.device, device_limit)
     kind = device.partition(":")[0]
@@ -252,7 +265,7 @@ def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | Non
     return plan(cells, refs, device, dtype, rates or calibrate.rates(device if timed else "cpu"),
                 host_limit=host_limit if host_limit is not None else host_memory(),
                 device_limit=device_limit if device_limit is not None else device_memory(device),
-                runs_dir=runs_dir, strict=strict, timed=timed)
+                runs_dir=runs_dir, strict=strict, timed=timed, unit_of=pool.unit_of if workers else None)
 
 
 def _in_cache(cell: Cell, ref: Any, device: str, dtype: str, prints: dict[str, str | None]) -> bool:

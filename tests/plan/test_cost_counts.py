@@ -363,3 +363,29 @@ def test_knowledge_counts_each_answer_at_its_length_in_the_demonstrations_format
     fact = Fact("France", "capital", ("Paris",))
     tok = tiny.model.tokenizer
     assert kc.answer_tokens(planned, fact) == len(tok(" Paris\n", add_special_tokens=False)["input_ids"])
+
+
+def test_toy_composition_counts_every_attention_probability_its_toys_form(tiny, monkeypatch):
+    """Known answer, counted in the probe's own toys: every layer of the 1- and 2-layer toy forms batch × heads ×
+    T × T probabilities per step of training (T = 2·period − 1 inputs) and per evaluated sequence (T = 2·period);
+    the cost model's counts equal the patterns the toys' forward passes return, run by run."""
+    from bench.families.circuits import toy
+
+    seen = {"train": 0, "eval": 0}
+    forward = toy.AttnOnlyTransformer.forward
+
+    def counting(self, ids):
+        logits, patterns = forward(self, ids)
+        seen["train" if self.training else "eval"] += sum(p.numel() for p in patterns)
+        return logits, patterns
+
+    monkeypatch.setattr(toy.AttnOnlyTransformer, "forward", counting)
+    params = {"toy_vocab": 8, "toy_width": 8, "toy_heads": 2, "toy_period": 4, "toy_steps": 3, "toy_batch": 2,
+              "toy_eval": 5, "toy_runs": 2, "seq_len": 4, "batch": 2}
+    info = registry.probe("toy_composition")
+    assert not info.check(params), info.check(params)
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    w = gc.cost_of(info, planned, params).total()
+    info.call(tiny.ctx, **params)
+    assert w.maps_trained == seen["train"] == 2 * 3 * 2 * (1 + 2) * 2 * 7 * 7  # runs·steps·batch·layers·heads·T²
+    assert w.maps == seen["eval"] == 2 * 5 * (1 + 2) * 2 * 8 * 8

@@ -15,7 +15,7 @@ from bench.ground import costs as gc
 SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "circuits" / "induction-heads-exist.toml")
 RATES = gc.Rates(forward=1e9, backward=5e8, generate=2.5e8, call_layer_s=1e-3, kernel=1e8, base_bytes=1 << 28,
                  load_bps=1e8, head=2e9, bandwidth=4e9, rng=1e6, tokenize=1e5, word_s=1e-6, load_fixed_s=0.5,
-                 tokenizer_bps=1e6, init_ps=1e7)
+                 init_ps=1e7, attention=2e6, attention_train=5e5)
 
 
 def test_shape_counts_the_parameters_of_a_real_model(tiny_tokenizer):
@@ -33,17 +33,18 @@ def test_seconds_and_bytes_by_hand():
     # blocks: 2 × (4·4·2 + 2·4·2 + 3·4·8) = 2 × (32 + 16 + 96) = 288; head 40; tied → 328 parameters
     assert (s.block_params, s.head_params, s.n_params) == (288, 40, 328)
     w = gc.Work(forward=10, head=10, backward=5, backward_head=5, generated=4, calls=3, steps=2, trainable=100,
-                context=6, flops=1e3, drawn=50, chars=70, words=9)
+                context=6, flops=1e3, drawn=50, chars=70, words=9, maps=400, maps_trained=300)
     attn = 4 * 2 * 2 * 2 * 6  # 4 × layers × heads × head size × context = 192
     per = 2 * 288 + attn
     f = gc.flops(s, w)
     assert f == {"forward": 10 * per, "backward": 3 * 5 * per, "generate": 4 * per, "head": 80 * (10 + 3 * 5 + 4)}
     per_call = 2 * 1e-3 + 328 * 4 / RATES.bandwidth  # overhead per layer, one read of the float32 weights
     expected = (10 * per / 1e9 + 15 * per / 5e8 + 4 * per / 2.5e8 + 80 * 29 / RATES.head + 3 * per_call
-                + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth + 50 / 1e6 + 70 / 1e5 + 9 * 1e-6)
+                + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth + 50 / 1e6 + 70 / 1e5 + 9 * 1e-6
+                + 400 / 2e6 + 300 / 5e5)  # attention probabilities, without and with the backward pass
     assert gc.seconds(s, w, RATES) == pytest.approx(expected, rel=1e-12)
-    # a load: the fixed part, the tokenizer's bytes, the float32 weights' bytes (or the initialiser's parameters)
-    assert gc.load_seconds(s, RATES, tokenizer_bytes=3000) == pytest.approx(0.5 + 3000 / 1e6 + 328 * 4 / 1e8)
+    # a load: the fixed part, the tokenizer's timed load, the float32 weights' bytes (or the initialiser's parameters)
+    assert gc.load_seconds(s, RATES, tokenizer_s=0.7) == pytest.approx(0.5 + 0.7 + 328 * 4 / 1e8)
     assert gc.load_seconds(s, RATES, initialised=True) == pytest.approx(0.5 + 328 / 1e7)
     m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
     # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
@@ -87,23 +88,74 @@ def calibrated(monkeypatch):
     monkeypatch.setattr(calibrate, "rates", lambda device="cpu", refresh=False: RATES)
 
 
-def test_a_models_first_cell_pays_for_its_load_with_its_tokenizer_files(config_only):
-    """The first cell of a model counts its load (fixed part, the bytes of the tokenizer files in its folder,
-    its weights; a random-init control its parameters drawn), the next cell of the same model none."""
+def test_a_models_first_cell_pays_for_its_load_with_its_tokenizer(config_only, monkeypatch):
+    """The first cell of a model counts its load (fixed part, its tokenizer's load as the plan timed it, its
+    weights; a random-init control its parameters drawn), the next cell of the same model none."""
     from bench.ground import spec
+    from bench.models import shapes
     from bench.spine import costs, run
 
+    read = shapes.read
+    monkeypatch.setattr(shapes, "read", lambda ref: (*read(ref)[:3], 1.25))  # the tokenizer took 1.25 s to load
     specs = spec.load_specs([SPEC, SPEC.replace("induction-heads-exist", "k-composition")])
-    tok_bytes = sum(p.stat().st_size for p in config_only.iterdir() if p.name != "config.json")
     for name, initialised in ((str(config_only), False), (f"{config_only}+random-init", True)):
         opts = run.Options(models=(name,), profile="smoke", device="cpu", dtype="float32", seed=0)
         first, second = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
         shape, work, load, width = first.work
-        assert load == (tok_bytes, initialised)
-        load_s = gc.load_seconds(shape, RATES, tokenizer_bytes=tok_bytes, initialised=initialised)
+        assert load == (1.25, initialised)
+        load_s = gc.load_seconds(shape, RATES, tokenizer_s=1.25, initialised=initialised)
+        assert load_s == pytest.approx(0.5 + 1.25 + (shape.n_params / 1e7 if initialised else
+                                                      shape.n_params * 4 / 1e8))
         assert first.predicted_s == round(gc.seconds(shape, work, RATES, width) + load_s, 2)
-        assert load_s > 0.5 + (0 if initialised else tok_bytes / RATES.tokenizer_bps)
         assert second.work[2] is None
+
+
+def test_reading_a_config_times_its_tokenizers_load(config_only, monkeypatch):
+    """The plan times the tokenizer it loads anyway (a run loads the same one with the model): the seconds that
+    AutoTokenizer.from_pretrained took; a folder without a tokenizer, counted with a stand-in's, loads none."""
+    import time
+
+    import transformers
+
+    from bench.models import loading, shapes
+
+    real = transformers.AutoTokenizer.from_pretrained
+
+    def slow(*a, **k):
+        time.sleep(0.3)
+        return real(*a, **k)
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", slow)
+    config, tok, note, took = shapes.read(loading.resolve(str(config_only)))
+    assert note == "" and 0.3 <= took < 30
+    bare = config_only.parent / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text((config_only / "config.json").read_text())
+    *_, note, took = shapes.read(loading.resolve(str(bare)))
+    assert "has none" in note and took == 0.0
+
+
+def test_worker_processes_load_the_model_once_per_work_unit(config_only, monkeypatch):
+    """A run of worker processes hands out work units (one model's cells of one family) and each loads its model
+    afresh: planned with `workers`, the first cell of every unit pays a load; in one process, the first cell of the
+    model only."""
+    from bench.ground import spec
+    from bench.models import shapes
+    from bench.spine import costs, run
+
+    read = shapes.read
+    monkeypatch.setattr(shapes, "read", lambda ref: (*read(ref)[:3], 1.25))
+    root = Path(SPEC).parents[1]
+    specs = spec.load_specs([SPEC, str(root / "circuits" / "k-composition.toml"),
+                             str(root / "ecm" / "icl-improves-with-demonstrations.toml")])
+    opts = run.Options(models=(str(config_only),), profile="smoke", device="cpu", dtype="float32", seed=0)
+    one = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
+    pool = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none", workers=True)
+    assert [r.claim.partition(".")[0] for r in one] == ["circuits", "circuits", "ecm"]
+    assert [r.work[2] is not None for r in one] == [True, False, False]
+    assert [r.work[2] is not None for r in pool] == [True, False, True]  # ecm is a unit of its own
+    assert pool[2].predicted_s - one[2].predicted_s == pytest.approx(
+        gc.load_seconds(one[0].work[0], RATES, tokenizer_s=1.25), abs=0.02)
 
 
 def test_a_finished_runs_order_books_the_shared_work_to_the_cell_that_began_first(config_only):

@@ -68,19 +68,24 @@ def _toy_flops(vocab: int, width: int, heads: int, layers: int, T: int) -> float
 @cost_def("toy_composition")
 def toy_composition_cost(m: Planned, p: ToyParams) -> Cost:
     """Per training run (cached per seed): a 1-layer and a 2-layer toy trained `toy_steps` steps of `toy_batch`
-    sequences (forward and backward: 3 × the forward FLOPs), then scored on `toy_eval` sequences; and the
-    model's own head scores on the shared repeated sequences."""
+    sequences (forward and backward: 3 × the forward FLOPs, and every head's attention probabilities formed and
+    differentiated), then scored on `toy_eval` sequences; and the model's own head scores on the shared repeated
+    sequences."""
     T = 2 * p.toy_period
     parts = []
     for r in range(p.toy_runs):
-        flops = 0.0
+        flops, maps, trained = 0.0, 0, 0
         for layers in (1, 2):
             flops += 3 * p.toy_steps * p.toy_batch * _toy_flops(p.toy_vocab, p.toy_width, p.toy_heads, layers, T - 1)
             flops += p.toy_eval * _toy_flops(p.toy_vocab, p.toy_width, p.toy_heads, layers, T)
+            # every layer's heads form (and keep, for the scores) T × T probabilities per sequence
+            trained += p.toy_steps * p.toy_batch * layers * p.toy_heads * (T - 1) ** 2
+            maps += p.toy_eval * layers * p.toy_heads * T * T
         trainable = 2 * (p.toy_vocab + T) * p.toy_width + 2 * 4 * p.toy_width ** 2
         key = (f"global|toy|{m.seed + r}|{p.toy_vocab}|{p.toy_width}|{p.toy_heads}|{p.toy_period}|{p.toy_steps}|"
                f"{p.toy_batch}|{p.toy_eval}")
-        parts.append((key, Work(flops=flops, steps=2 * p.toy_steps, trainable=trainable // 2,
+        parts.append((key, Work(flops=flops, maps=maps, maps_trained=trained, steps=2 * p.toy_steps,
+                                trainable=trainable // 2,
                                 extra_bytes=p.toy_batch * T * (p.toy_vocab + 2 * p.toy_heads * T) * 4 * 3)))
     parts.append(repeats_work(m, p.repeats.seq_len, p.repeats.batch))
     return Cost(tuple(parts), units=p.toy_runs, unit="training runs")
