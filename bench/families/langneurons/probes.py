@@ -115,7 +115,7 @@ def activation_stats(ctx, p: StatsParams) -> pd.DataFrame:
                      (method, lang, None, None, None, None, "fraction_selected", len(idx) / (L * F))]
             p = st[lang].p.ravel()
             rows += [(method, lang, None, int(i // F), int(i % F), None, "selected", float(p[i])) for i in idx]
-        union = np.unique(np.concatenate([sel[l] for l in langs])) if langs else np.array([])
+        union = np.unique(np.concatenate([sel[l] for l in langs]))
         rows += [(method, None, None, None, None, None, "n_unique", len(union)),
                  (method, None, None, None, None, None, "fraction_unique", len(union) / (L * F))]
     for method in (methods if split_halves else []):

@@ -234,6 +234,7 @@ def test_layer_distribution_shares_and_each_split_halfs_counts(scripted, monkeyp
     assert _value(frame, sample=0, metric="selection_jaccard") == pytest.approx(1 / 5)  # {1} of {0, 1, 13, 25, 30}
     # split 1: an empty half and {2}: counts 0 and 1; Jaccard 0 of 1
     assert _value(frame, sample=2, metric="total_count") == 0 and _value(frame, sample=3, metric="total_count") == 1
+    assert _value(frame, sample=2, metric="edge_count") == 0 and _value(frame, sample=3, metric="edge_count") == 1
     assert _value(frame, sample=1, metric="selection_jaccard") == 0.0
     none = call("layer_distribution", methods=("lape",), edge_fraction=0.34)
     assert not none["sample"].notna().any()  # no split halves asked: no replicate rows
@@ -241,6 +242,17 @@ def test_layer_distribution_shares_and_each_split_halfs_counts(scripted, monkeyp
     assert _value(wide, metric="edge_layers") == 2  # at least one layer each side: max(1, round(0.3))
     most = call("layer_distribution", methods=("lape",), edge_fraction=0.67)
     assert _value(most, metric="edge_layers") == 3  # round(0.67 · 3) = 2 each side: every layer
+
+
+def test_bytes_per_token_of_a_one_token_evaluation(scripted, monkeypatch):
+    """One next-token position per language (a one-word text after the first token): bytes per token is the
+    text's bytes."""
+    one = Split(Parallel(LANGS, TEXTS[:2]), Parallel(LANGS, (("hello", "hallo", "salut"),)), 0)
+    monkeypatch.setattr(shared, "split", lambda setup, seed: one)
+    frame = call("activation_stats", methods=("lape",))
+    for lang, word in zip(LANGS, ("hello", "hallo", "salut")):
+        assert _value(frame, language=lang, metric="tokens_evaluation") == 1
+        assert _value(frame, language=lang, metric="bytes_per_token") == len(word)
 
 
 def test_jaccard_of_two_sets_and_of_two_empty_ones():
