@@ -212,3 +212,74 @@ def test_the_sft_arm_takes_the_fewest_steps_of_sft_batch_hands_that_reach_the_rl
     per = step_tokens(tiny_tokenizer, sft.with_steps(len(prompts)), prompts, run.targets(items))
     spent = [flops_of(run.n_params, sft, *per[s % len(per)]) for s in range(sft.recipe.steps)]
     assert sum(spent) >= budget > sum(spent[:-1])
+
+
+def _keyed_run(tiny_tokenizer):
+    from bench.families.generalization import tasks
+
+    task = tasks.TaskConfig(4, 24, "+-*/", 100)
+    data = dict(demos=0, demo_faces=False, n_init=4, init_faces=False, n_train=6, n_eval=2)
+    ctx = _Hands(3)
+    ctx.model.tokenizer = tiny_tokenizer
+    cfg = {"batch": 2, "group": 3, "lr": 1e-4, "adapter": "lora", "lora_rank": 4, "lora_alpha": 8,
+           "max_new_tokens": 6, "temperature": 1.0}
+    plan = dict(init_steps=2, steps=3, sft_batch=3, reward="shaped", curve_points=5)
+    return ctx, probes._Run(ctx, task, data, 4, cfg, plan)
+
+
+def test_each_stage_is_cached_under_everything_it_depends_on(tiny_tokenizer):
+    """A stage's cache key holds what its numbers depend on, and nothing it does not: the base model none of the
+    training; the SFT start its own recipe and hands; each arm its own recipe (SFT's or RL's, with its seed), the
+    start it grew from, the reward and the curve's points; the RL arm from the base model no start.  A key that
+    missed one would hand back a stage trained otherwise."""
+    ctx, run = _keyed_run(tiny_tokenizer)
+    keys = []
+    ctx.memo = lambda parts, compute: keys.append(parts) or compute()
+    run._compute = lambda name, seed: (name, seed)
+    asked = [("base", None), ("initial", None), ("sft", 1), ("rl", 1), ("base_rl", 2)]
+    assert [run.stage(name, seed) for name, seed in asked] == asked
+    start = {"init": run.init_cfg().describe(), "n_init_items": 4}
+    arm = {"reward": "shaped", "curve_points": 5}
+    hps = [{}, start, {**start, "train": run.sft_cfg(1).describe(), **arm},
+           {**start, "train": run.rl_cfg().describe(), **arm}, {"train": run.rl_cfg().describe(), **arm}]
+    assert keys == [{**run.base, "stage": name, "run_seed": seed, "hp": hp} for (name, seed), hp in zip(asked, hps)]
+    assert run.sft_cfg(1).describe() != run.rl_cfg().describe() != run.init_cfg().describe()
+
+
+def test_a_training_curves_rows_carry_its_stage_and_seed(tiny_tokenizer):
+    """The curve's values by step, the run's FLOPs and whether the curve flattened, each row with the stage and
+    the training seed (the rules pair runs by seed); an SFT curve is a loss, an RL curve a reward."""
+    from bench.families.generalization.train_loop import Curve, converged, train_flops
+
+    _, run = _keyed_run(tiny_tokenizer)
+    curve = Curve((0, 1, 2, 3, 4), (2.0, 1.0, 0.5, 0.5, 0.5), 100, 40)
+    for cfg, metric in ((run.sft_cfg(2), "train_loss"), (run.rl_cfg(), "train_reward")):
+        rows = run._curve_rows("arm", 2, cfg, curve)
+        assert rows["metric"].tolist() == [metric] * 5 + ["train_flops", "converged"]
+        assert rows["value"].tolist() == [2.0, 1.0, 0.5, 0.5, 0.5, train_flops(run.n_params, cfg, curve),
+                                          float(converged(curve.value))]
+        assert rows["step"].tolist()[:5] == [0, 1, 2, 3, 4] and rows["step"].isna().tolist()[5:] == [True, True]
+        assert (rows["stage"] == "arm").all() and rows["seed"].tolist() == [2] * 7
+
+
+def test_the_start_names_itself_in_the_progress(tiny_tokenizer, monkeypatch):
+    """The SFT start trains under the name "initial": the progress it reports says so."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    ctx, run = _keyed_run(tiny_tokenizer)
+    said = []
+    ctx.progress = lambda f, m="": said.append(m)
+    ctx.cache = None
+
+    @contextlib.contextmanager
+    def derived(hf, tok, fingerprint, examples, recipe, *, root, progress):
+        progress(0.5, "training")
+        yield SimpleNamespace(model="trained", losses=[1.0, 0.5])
+
+    monkeypatch.setattr(probes.engine, "derived", derived)
+    monkeypatch.setattr(run, "evaluate", lambda model, name, seed=None: pd.DataFrame())
+    run._compute("initial", None)
+    assert said == ["initial: training"]
