@@ -194,15 +194,33 @@ def accuracy_drop(
     return Verdict(**{**v.__dict__, "reason": v.reason + detail})
 
 
+MAX_PAIRS = 20_000  # the most pairs mcnemar_power searches for the n a power needs
+
+
 def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power: float) -> tuple[float, int]:
-    """Normal-approximation power of the one-sided McNemar test for a drop `effect` = p10 − p01 with discordant
-    share ψ = p10 + p01 (at least `effect`), and the n that reaches `power` (Connor 1987)."""
-    psi = max(float(discordant), abs(effect) + 1e-9)
+    """Exact power of the one-sided McNemar test at `n` pairs for a drop `effect` = p10 − p01 with discordant share
+    ψ = p10 + p01 (at least `effect`), and the fewest pairs that reach `power` (scanned upwards from half the
+    normal approximation's n, to 20,000).
+
+    The discordant pairs D are Binomial(n, ψ); given D, those favouring a are Binomial(D, p10/ψ), and the test
+    (:func:`bench.stats.exact.paired`) rejects where their exact binomial p-value against ½ is below `alpha`:
+    power = Σ_D P(D) · P(reject | D), the test the verdict takes, not a normal approximation of it."""
+    psi = min(1.0, max(float(discordant), abs(effect) + 1e-9))
+    q = (psi + effect) / (2 * psi)
+
+    d = np.arange(max(int(n), MAX_PAIRS) + 1)  # P(reject | D = d) for every d, once
+    k = np.floor(stats.binom.isf(alpha, d, 0.5)) + 1  # the smallest count with P(X ≥ k | ½) ≤ α …
+    k = np.where(stats.binom.sf(k - 1, d, 0.5) < alpha, k, k + 1)  # … and below it, as p < α rejects
+    reject = np.where(d > 0, stats.binom.sf(k - 1, d, q), 0.0)
+
+    def at(m: int) -> float:
+        return float(np.dot(stats.binom.pmf(d[: m + 1], m, psi), reject[: m + 1]))
+
     za, zb = stats.norm.ppf(1 - alpha), stats.norm.ppf(power)
-    sd1 = np.sqrt(max(psi - effect ** 2, 1e-12))
-    pw = float(stats.norm.cdf((effect * np.sqrt(n) - za * np.sqrt(psi)) / sd1))
-    need = int(np.ceil(((za * np.sqrt(psi) + zb * sd1) / effect) ** 2))
-    return pw, need
+    approx = ((za * np.sqrt(psi) + zb * np.sqrt(max(psi - effect ** 2, 1e-12))) / effect) ** 2  # Connor 1987
+    start = max(1, int(approx) // 2)  # the exact n lies near the approximation's; scanned up from half of it
+    need = next((m for m in range(start, MAX_PAIRS + 1) if at(m) >= power), MAX_PAIRS)
+    return at(int(n)), need
 
 
 @rule_def("gated", nested="of", sentence=words.gated)
