@@ -283,3 +283,24 @@ def test_the_start_names_itself_in_the_progress(tiny_tokenizer, monkeypatch):
     monkeypatch.setattr(run, "evaluate", lambda model, name, seed=None: pd.DataFrame())
     run._compute("initial", None)
     assert said == ["initial: training"]
+
+
+def test_a_checkpoints_rows_are_its_accuracy_per_split_and_the_flops_spent_to_reach_it(tiny_tokenizer):
+    """At a checkpoint after `step` steps: the share of correct answers in each split (format_ok rows are not
+    accuracy), and the FLOPs of the first `step` steps of this seed's hands, each row with its step and seed."""
+    import pandas as pd
+
+    from bench.families.generalization.train_loop import flops_of, step_tokens
+
+    _, run = _keyed_run(tiny_tokenizer)
+    scored = pd.DataFrame({"metric": ["correct"] * 4 + ["format_ok"] * 4, "split": ["id", "id", "ood", "ood"] * 2,
+                           "value": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]})
+    cfg = run.sft_cfg(1)
+    rows = run._ckpt_rows("sft", 1, cfg, 2, scored)
+    acc = rows[rows.metric == "ckpt_accuracy"]
+    assert acc["split"].tolist() == ["id", "ood"] and acc["value"].tolist() == [0.5, 0.0]
+    items = run.order(1)
+    per = step_tokens(tiny_tokenizer, cfg, run.prompts(items), run.targets(items))
+    flops = rows[rows.metric == "ckpt_flops"]["value"].tolist()
+    assert flops == [sum(flops_of(run.n_params, cfg, *t) for t in per[:2])]
+    assert rows["step"].tolist() == [2, 2, 2] and rows["seed"].tolist() == [1, 1, 1] and (rows.stage == "sft").all()
