@@ -8,7 +8,7 @@ model call, less one read of the weights), a float64 matrix product (FLOP/s of k
 save and load of the weights beside a tiny model's (bytes loaded per second, and the fixed part of a load), the
 a byte-pair tokenizer splitting text (characters per second; a tokenizer's load is timed by the plan that reads
 it), eager attention forming and keeping its probabilities (elements per second, without and with the backward
-pass), Gaussian draws from a seeded generator,
+pass), numpy passes over float64 arrays (elements per second), Gaussian draws from a seeded generator,
 the corpora's word joining (seconds per word), a corpus fingerprint's file hashing (bytes per second), the
 initialiser drawing the model's weights (parameters per second) and the process's resident memory before any
 model.  The result is cached in the bench cache folder under a key of what is measured (:data:`VERSION`), the
@@ -199,10 +199,11 @@ def measure(device: str = "cpu") -> Rates:
         t_init = best_time(lambda: tf.LlamaForCausalLM(cfg), repeat=2)
     loads = _loads(tf, model)
     maps = _attention_maps(torch, dev, sync)
+    array = _array_rate()
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, head=head, bandwidth=bandwidth, rng=rng, word_s=_word_s(),
                  init_ps=sum(p.numel() for p in model.parameters()) / max(1e-9, t_init), hash_bps=_hash_bps(),
-                 **loads, **maps,
+                 **loads, **maps, array=array,
                  machine=machine_key(device), load=max(load, busy()))
 
 
@@ -264,6 +265,24 @@ def _attention_maps(torch, dev, sync) -> dict[str, float]:
     n = B * H * T * T
     return {"attention": n / max(1e-9, best_time(forward, warmup=True)),
             "attention_train": n / max(1e-9, best_time(train, warmup=True))}
+
+
+def _array_rate() -> float:
+    """Float64 elements per second through one numpy pass, on an (8, 65,536) array (beyond the caches): the
+    mean over the passes of an entropy-style selection — a sum over the first axis, a division, a comparison, a
+    masked choice, a log, a product, its sum and a partition of all values."""
+    import numpy as np
+
+    x = np.random.default_rng(0).random((8, 1 << 16))
+
+    def chain():
+        total = x.sum(axis=0, keepdims=True)
+        q = x / total
+        logq = np.log(np.where(q > 0, q, 1.0))
+        (q * logq).sum(axis=0)
+        np.partition(x.ravel(), x.size // 2)
+
+    return 8 * x.size / max(1e-9, best_time(chain, warmup=True))
 
 
 def _bytes(folder: str, keep) -> int:

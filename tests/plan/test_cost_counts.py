@@ -389,3 +389,26 @@ def test_toy_composition_counts_every_attention_probability_its_toys_form(tiny, 
     info.call(tiny.ctx, **params)
     assert w.maps_trained == seen["train"] == 2 * 3 * 2 * (1 + 2) * 2 * 7 * 7  # runs·steps·batch·layers·heads·T²
     assert w.maps == seen["eval"] == 2 * 5 * (1 + 2) * 2 * 8 * 8
+
+
+@pytest.mark.parametrize("name", ["activation_stats", "layer_distribution"])
+def test_selecting_from_cached_statistics_counts_its_passes_with_its_split_halves(tiny, name):
+    """Known answer on the tiny model (2 layers × 64 neurons, 4 languages): every language's 8 chunks of 3
+    statistics read and summed (2·3·8·N·K), 14 passes per selection over the (K, N) stack, and per split half
+    the chunks read again, each half summed (3·4·N·K) and selected; counted in every cell (no cache holds it)."""
+    from bench.families.langneurons import shared
+
+    info = registry.probe(name)
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer, seed=0)
+    n, k = 2 * 64, 4
+    base = {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "selection_tokens": 64, "doc_tokens": 16,
+            "methods": ["lape"]}
+    assert shared.CHUNKS == 8
+    plain = gc.cost_of(info, planned, base)
+    halves = gc.cost_of(info, planned, {**base, "split_halves": 2})
+    chunks, select = 2 * 3 * 8 * n * k, 14 * k * n
+    assert [w.array for key, w in plain.parts if key is None] == [chunks + select]
+    assert [w.array for key, w in halves.parts if key is None] == [chunks + select + chunks
+                                                                    + 2 * 2 * (3 * 4 * n * k + select)]
+    two = gc.cost_of(info, planned, {**base, "methods": ["lape", "lave"]})
+    assert [w.array for key, w in two.parts if key is None] == [chunks + 2 * select]

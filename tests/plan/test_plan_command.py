@@ -15,7 +15,7 @@ from bench.ground import costs as gc
 SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "circuits" / "induction-heads-exist.toml")
 RATES = gc.Rates(forward=1e9, backward=5e8, generate=2.5e8, call_layer_s=1e-3, kernel=1e8, base_bytes=1 << 28,
                  load_bps=1e8, head=2e9, bandwidth=4e9, rng=1e6, tokenize=1e5, word_s=1e-6, load_fixed_s=0.5,
-                 init_ps=1e7, attention=2e6, attention_train=5e5)
+                 init_ps=1e7, attention=2e6, attention_train=5e5, array=4e6)
 
 
 def test_shape_counts_the_parameters_of_a_real_model(tiny_tokenizer):
@@ -33,7 +33,7 @@ def test_seconds_and_bytes_by_hand():
     # blocks: 2 × (4·4·2 + 2·4·2 + 3·4·8) = 2 × (32 + 16 + 96) = 288; head 40; tied → 328 parameters
     assert (s.block_params, s.head_params, s.n_params) == (288, 40, 328)
     w = gc.Work(forward=10, head=10, backward=5, backward_head=5, generated=4, calls=3, steps=2, trainable=100,
-                context=6, flops=1e3, drawn=50, chars=70, words=9, maps=400, maps_trained=300)
+                context=6, flops=1e3, drawn=50, chars=70, words=9, maps=400, maps_trained=300, array=800)
     attn = 4 * 2 * 2 * 2 * 6  # 4 × layers × heads × head size × context = 192
     per = 2 * 288 + attn
     f = gc.flops(s, w)
@@ -41,7 +41,8 @@ def test_seconds_and_bytes_by_hand():
     per_call = 2 * 1e-3 + 328 * 4 / RATES.bandwidth  # overhead per layer, one read of the float32 weights
     expected = (10 * per / 1e9 + 15 * per / 5e8 + 4 * per / 2.5e8 + 80 * 29 / RATES.head + 3 * per_call
                 + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth + 50 / 1e6 + 70 / 1e5 + 9 * 1e-6
-                + 400 / 2e6 + 300 / 5e5)  # attention probabilities, without and with the backward pass
+                + 400 / 2e6 + 300 / 5e5  # attention probabilities, without and with the backward pass
+                + 800 / 4e6)  # numpy passes
     assert gc.seconds(s, w, RATES) == pytest.approx(expected, rel=1e-12)
     # a load: the fixed part, the tokenizer's timed load, the float32 weights' bytes (or the initialiser's parameters)
     assert gc.load_seconds(s, RATES, tokenizer_s=0.7) == pytest.approx(0.5 + 0.7 + 328 * 4 / 1e8)

@@ -55,12 +55,31 @@ def _fingerprint(setup: shared.Setup) -> tuple[str, Work]:
     return f"fingerprint|{setup.corpus}", Work(hashed=corpora.fingerprint_bytes(setup.corpus))
 
 
-def _selection(m: Planned, setup: shared.Setup, sp, methods) -> list[tuple[str, Work]]:
+# numpy passes over the (K, L·F) statistics in one entropy selection (select.entropy_select): the sum over
+# languages, the division, two masks, the log, the product and its sum, the negativity check, the partition for
+# the bar, the comparison with it, its `any`, the masked entropies and the stack of the languages' arrays (the other
+# rules make fewer; each is counted so)
+SELECT_PASSES = 14
+
+
+def _arithmetic(m: Planned, sp, methods, split_halves: int = 0) -> Work:
+    """Selecting from the cached statistics, which no cache holds, so every cell that selects does it: each
+    language's CHUNKS chunks of three statistics read out of the cached frame and summed (L·F each), then
+    SELECT_PASSES over the languages' stack per method; each split of `split_halves` reads the chunks again
+    (once per method), sums each half and selects on both halves."""
+    n, k = m.shape.n_layers * m.shape.d_ff, len(sp.selection.languages)
+    chunks = 2 * 3 * shared.CHUNKS * n * k
+    select = SELECT_PASSES * k * n
+    halves = (chunks + split_halves * 2 * (3 * (shared.CHUNKS // 2) * n * k + select)) if split_halves else 0
+    return Work(array=chunks + len(methods) * (select + halves))
+
+
+def _selection(m: Planned, setup: shared.Setup, sp, methods, split_halves: int = 0) -> list[tuple[str, Work]]:
     langs = list(sp.selection.languages)
     parts = [_stats(m, setup, sp, lang) for lang in langs]
     if "pv" in methods:
         parts += [_pv(m, setup, sp, lang) for lang in langs]
-    return parts
+    return parts + [(None, _arithmetic(m, sp, methods, split_halves))]
 
 
 def _bits(m: Planned, setup: shared.Setup, sp, langs: list[str], label: str,
@@ -75,14 +94,14 @@ def _bits(m: Planned, setup: shared.Setup, sp, langs: list[str], label: str,
 @cost_def("activation_stats")
 def activation_stats_cost(m: Planned, p: StatsParams) -> Cost:
     sp = shared.split(p.selection, m.seed)
-    return Cost((*_selection(m, p.selection, sp, p.methods), _fingerprint(p.selection)),
+    return Cost((*_selection(m, p.selection, sp, p.methods, p.split_halves), _fingerprint(p.selection)),
                 units=p.split_halves or None, unit="split-half replicates")
 
 
 @cost_def("layer_distribution")
 def layer_distribution_cost(m: Planned, p: LayerParams) -> Cost:
     sp = shared.split(p.selection, m.seed)
-    return Cost((*_selection(m, p.selection, sp, p.methods), _fingerprint(p.selection)),
+    return Cost((*_selection(m, p.selection, sp, p.methods, p.split_halves), _fingerprint(p.selection)),
                 units=p.split_halves or None, unit="split-half replicates")
 
 
