@@ -259,3 +259,54 @@ def test_summary_counts_only_scored_tokens_by_hand():
     # determiners: C (1 + 4)/2 = 2.5, C_layer0 − C ((2−1) + (6−4))/2 = 1.5; nouns: C 2.5, C_layer0 − C 1.0
     assert "function words (2 tokens): C 2.500" in line and "C_layer0 − C +1.500" in line
     assert "content words (2 tokens): C 2.500" in line and "C_layer0 − C +1.000" in line
+
+
+def test_measure_checks_its_sizes_and_hands_each_setting_to_its_place(monkeypatch):
+    """The guards (2 ≤ n_eval ≤ n_texts, n_train ≥ 1, runs ≥ 1, texts beyond the scored ones to train on), the
+    text budget and length handed to the texts and to the shared layer pass with the model, and which texts are
+    scored (the first n_eval) and which train the decoders (those after the first n_texts)."""
+    from bench.families.microscope import context_probe as cp
+    from bench.ground.errors import BenchError
+
+    class Stop(Exception):
+        pass
+
+    seen, pools = {}, []
+
+    def prepare(tok, corpus, n, max_tokens):
+        seen["prepare"] = (tok, corpus, n, max_tokens)
+        return [types.SimpleNamespace(sample=i) for i in range(n)]
+
+    def memo(ctx, *, corpus, n_texts, max_tokens, micro, model=None):
+        seen["memo"] = (corpus, n_texts, max_tokens, micro, model)
+        return pd.DataFrame({"metric": ["token_error_mean"], "sample": [0], "value": [0.5]})
+
+    def build_pool(model, items, prefix, micro):
+        pools.append(sorted(it.sample for it in items))
+        if len(pools) % 2 == 0:
+            raise Stop
+        return None, None
+
+    monkeypatch.setattr(cp, "prepare_items", prepare)
+    monkeypatch.setattr(cp, "layer_pass_memo", memo)
+    monkeypatch.setattr(cp, "build_pool", build_pool)
+    ctx = types.SimpleNamespace(progress=lambda f, m="": None)
+    model = types.SimpleNamespace(tokenizer="tok")
+    kw = dict(corpus="c", n_texts=5, max_tokens=17, micro_batch=3, cfg=types.SimpleNamespace(prefix=2))
+    with pytest.raises(Stop):
+        cp.measure(ctx, model, n_eval=2, n_train=1, **kw)  # the smallest sizes allowed
+    assert seen == {"prepare": ("tok", "c", 6, 17), "memo": ("c", 5, 17, 3, model)}
+    assert pools == [[5], [0, 1]]  # trains on the text after the first 5, scores the first 2
+    pools.clear()
+    with pytest.raises(Stop):
+        cp.measure(ctx, model, n_eval=5, n_train=3, **kw)
+    assert pools == [[5, 6, 7], [0, 1, 2, 3, 4]]
+    for n_eval, n_train in ((6, 1), (1, 1), (2, 0)):  # more scored than texts; fewer than two; none to train on
+        with pytest.raises(BenchError, match=r"^need 2 ≤ n_eval ≤ n_texts and n_train ≥ 1$"):
+            cp.measure(ctx, model, n_eval=n_eval, n_train=n_train, **kw)
+    with pytest.raises(BenchError, match="^decoder_runs must be at least 1, got 0$"):
+        cp.measure(ctx, model, n_eval=2, n_train=1, runs=0, **kw)
+    monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, max_tokens: [
+        types.SimpleNamespace(sample=i) for i in range(5)])  # the corpus ends at the scored texts
+    with pytest.raises(BenchError, match="^corpus c has no text beyond the first 5 to train the decoder on$"):
+        cp.measure(ctx, model, n_eval=2, n_train=1, **kw)
