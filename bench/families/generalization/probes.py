@@ -250,7 +250,7 @@ class _Run:
         prompts = self.prompts(items)
         progress = lambda f, m="": self.ctx.progress(f, f"{name}: {m}")
         self._ckpts = []
-        every = cfg.steps // (self.plan["curve_points"] + 1) if seed is not None else 0
+        every = cfg.steps // (self.plan["curve_points"] + 1)  # an arm's run (every caller names its seed)
 
         def checkpoint(step: int) -> None:
             self._ckpts.append(self._ckpt_rows(name, seed, cfg, step, self.evaluate(model, name, seed)))

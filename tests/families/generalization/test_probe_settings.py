@@ -304,3 +304,43 @@ def test_a_checkpoints_rows_are_its_accuracy_per_split_and_the_flops_spent_to_re
     flops = rows[rows.metric == "ckpt_flops"]["value"].tolist()
     assert flops == [sum(flops_of(run.n_params, cfg, *t) for t in per[:2])]
     assert rows["step"].tolist() == [2, 2, 2] and rows["seed"].tolist() == [1, 1, 1] and (rows.stage == "sft").all()
+
+
+@pytest.mark.parametrize("arm", ["sft", "rl", "base_rl"])
+def test_an_arms_training_gets_its_hands_progress_checkpoints_and_generator(tiny_tokenizer, monkeypatch, arm):
+    """What _fit hands the training loop: the prompts of the hands in the order given (SFT: with their solutions
+    as targets), a checkpoint every steps // (curve_points + 1) steps that scores the model under training, the
+    progress named after the arm, and the arm's own generator stream."""
+    from bench.families.generalization import tasks
+
+    ctx, run = _keyed_run(tiny_tokenizer)
+    said, streams, got = [], [], {}
+    ctx.progress = lambda f, m="": said.append((f, m))
+    ctx.generator = lambda stream: streams.append(stream) or f"gen{stream}"
+
+    def train(model, tok, cfg, prompts, *, generator, progress, checkpoints, every, targets=None, reward=None):
+        got.update(model=model, cfg=cfg, prompts=prompts, generator=generator, every=every, targets=targets,
+                   reward=reward)
+        progress(0.25, "step 1")
+        progress(0.5)
+        checkpoints(3)
+        return "curve"
+
+    monkeypatch.setattr(probes, "train", train)
+    monkeypatch.setattr(run, "evaluate", lambda model, name, seed=None: ("scored", model, name, seed))
+    monkeypatch.setattr(run, "_ckpt_rows", lambda *a: a)
+    items = run.order(2)
+    cfg = run.sft_cfg(2) if arm == "sft" else run.rl_cfg()
+    assert run._fit("the model", cfg, arm, items, 2) == "curve"
+    assert got["prompts"] == run.prompts(items) and got["model"] == "the model" and got["cfg"] is cfg
+    assert got["every"] == cfg.steps // 6 and isinstance(got["every"], int)  # curve_points = 5
+    assert said == [(0.25, f"{arm}: step 1"), (0.5, f"{arm}: ")]
+    assert run._ckpts == [(arm, 2, cfg, 3, ("scored", "the model", arm, 2))]
+    stream = 20 + 100 * 2 + (arm == "base_rl")  # the RL arm from the base model draws apart from the other RL arm
+    assert streams == [stream] and got["generator"] == f"gen{stream}"
+    if arm == "sft":
+        assert got["targets"] == run.targets(items) and got["reward"] is None
+    else:
+        assert got["targets"] is None
+        right = tasks.REWARDS["shaped"](" " + items[1].solution, items[1])
+        assert got["reward"](1, " " + items[1].solution) == right
