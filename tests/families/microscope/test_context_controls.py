@@ -310,3 +310,64 @@ def test_measure_checks_its_sizes_and_hands_each_setting_to_its_place(monkeypatc
         types.SimpleNamespace(sample=i) for i in range(5)])  # the corpus ends at the scored texts
     with pytest.raises(BenchError, match="^corpus c has no text beyond the first 5 to train the decoder on$"):
         cp.measure(ctx, model, n_eval=2, n_train=1, **kw)
+
+
+@pytest.mark.parametrize("vocab", ["corpus", "full"])
+def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors(monkeypatch, vocab):
+    """The softmax's token ids (every prefix id of both pools for "corpus", the model's whole vocabulary
+    otherwise), the start id, a seed per run, and the shared pass's E_i of the scored texts only (sample < n_eval)
+    handed to the control rows; the progress starts at 0 with the hidden states; a test pool with fewer than two
+    scored texts is refused."""
+    from bench.families.microscope import context_probe as cp
+    from bench.families.microscope.contextual import Pool
+    from bench.ground.errors import BenchError
+
+    class Stop(Exception):
+        pass
+
+    said, got = [], {}
+    FIT = types.SimpleNamespace(train_loss=np.zeros(2))
+    pools = {5: Pool(torch.zeros(2, 3, 4), torch.tensor([[7, 8], [9, 7]])),
+             0: Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]]))}
+    index = pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]})
+
+    def build_pool(model, items, prefix, micro):
+        return pools[items[0].sample], index
+
+    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress):
+        got.update(vocab=sorted(vocab.tolist()), start=start_id, seed=seed, train=train)
+        return {"states": FIT}
+
+    def control_rows(idx, loss, err):
+        got.update(loss=loss, err=err.reset_index(drop=True))
+        raise Stop
+
+    shared = pd.DataFrame({"metric": ["token_error_mean"] * 3 + ["other"], "sample": [0, 1, 2, 0],
+                           "position": [1, 1, 1, 1], "cls": ["a"] * 4, "value": [0.1, 0.2, 0.3, 0.4]})
+    monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, mt: [types.SimpleNamespace(sample=i)
+                                                                          for i in range(n)])
+    monkeypatch.setattr(cp, "layer_pass_memo", lambda ctx, **kw: shared)
+    monkeypatch.setattr(cp, "build_pool", build_pool)
+    monkeypatch.setattr(cp, "start_id", lambda tok, items: 42)
+    monkeypatch.setattr(cp, "fit_decoders", fit_decoders)
+    monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: ("loss of", fits["states"], len(test)))
+    monkeypatch.setattr(cp, "control_rows", control_rows)
+    gen = torch.Generator().manual_seed(0)
+    ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((f, m)), generator=lambda stream: gen)
+    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11))
+    cfg = types.SimpleNamespace(prefix=2, vocab=vocab)
+    with pytest.raises(Stop):
+        cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1, cfg=cfg)
+    expected = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(0)))
+    assert got["vocab"] == ([1, 2, 2, 3, 3, 4, 7, 7, 8, 9] if vocab == "corpus" else list(range(11)))
+    assert got["start"] == 42 and got["seed"] == expected and got["train"] is pools[5]
+    assert got["loss"][0] == "loss of" and got["loss"][1] is FIT and got["loss"][2] == 3
+    assert got["err"]["sample"].tolist() == [0, 1] and got["err"]["value"].tolist() == [0.1, 0.2]
+    assert said[0] == (0.0, "prefix decoder: hidden states")
+    for bad in (pd.DataFrame({"sample": [0, 0, 0], "position": [2, 3, 4], "cls": ["a"] * 3}),
+                pd.DataFrame({"sample": pd.Series([], dtype=int), "position": [], "cls": []})):
+        index = bad
+        pools[0] = Pool(torch.zeros(len(bad), 3, 4), torch.zeros(len(bad), 2, dtype=torch.long))
+        with pytest.raises(BenchError, match="^fewer than two scored texts have a token with 2 tokens before it$"):
+            cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
+                       cfg=cfg)
