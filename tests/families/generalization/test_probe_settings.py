@@ -344,3 +344,35 @@ def test_an_arms_training_gets_its_hands_progress_checkpoints_and_generator(tiny
         assert got["targets"] is None
         right = tasks.REWARDS["shaped"](" " + items[1].solution, items[1])
         assert got["reward"](1, " " + items[1].solution) == right
+
+
+def test_the_notes_state_accuracy_format_steps_units_and_flops_per_stage(tiny_tokenizer):
+    """Known answer: the notes' accuracy and format lines (means per stage and split, correct and format_ok kept
+    apart), the steps each stage trained (its last curve step + 1), the seeds per arm and the FLOPs per stage."""
+    import pandas as pd
+
+    _, run = _keyed_run(tiny_tokenizer)
+
+    def rows(metric, stage, split, values, seed=None, step=None):
+        return pd.DataFrame({"metric": metric, "stage": stage, "split": split, "value": values, "seed": seed,
+                             "step": step if step is not None else [None] * len(values)})
+
+    frame = pd.concat([rows("correct", "sft", "id", [1.0, 0.0], seed=0), rows("correct", "sft", "ood", [0.0, 0.0], seed=1),
+                       rows("format_ok", "sft", "id", [1.0, 1.0], seed=0),
+                       rows("format_ok", "sft", "ood", [1.0, 0.0], seed=1),
+                       rows("correct", "rl", "id", [1.0, 1.0], seed=0),
+                       rows("train_loss", "sft", None, [2.0, 1.0, 0.5], seed=0, step=[0, 1, 2]),
+                       rows("train_reward", "rl", None, [0.1, 0.2], seed=0, step=[0, 1]),
+                       rows("train_flops", "sft", None, [1e9, 3e9], seed=0),
+                       rows("train_flops", "rl", None, [2e9], seed=0)], ignore_index=True)
+    notes = run.notes(frame)
+    assert notes[0].startswith("task: 4 cards, ops +-*/, target 24; 4 hands for the SFT-initialised checkpoint, "
+                               "6 other training hands (J/Q/K = 10), 2 held-out hands per split")
+    assert notes[1].startswith("training: batch 2, group 3, lr 0.0001, ") and "curve_points 5" in notes[1]
+    assert notes[2:] == ["steps per run: rl 2, sft 3",
+                         "units: 2 training seeds per arm × 2 held-out hands per split (the same hands for every "
+                         "seed and stage)",
+                         "accuracy: rl/id 1.000; sft/id 0.500; sft/ood 0.000",
+                         "format followed: sft/id 1.000; sft/ood 0.500",
+                         "training FLOPs (estimate, mean over seeds) rl: 2e+09",
+                         "training FLOPs (estimate, mean over seeds) sft: 2e+09"]
