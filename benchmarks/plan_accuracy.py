@@ -82,7 +82,8 @@ def main() -> None:
         if not cached:
             pred_total += r.predicted_s
             meas_total += measured
-        note = "read from the cache" if cached else f"(waited {waited:.1f} s for another worker)" if waited else ""
+        note = ("read from the cache" if cached else f"(waited {waited:.1f} s for another worker)" if waited >= 0.05
+                else "")
         out.append({"claim": r.claim, "model": r.model, "predicted_s": r.predicted_s, "measured_s": measured,
                     "waited_s": waited, "ratio": ratio, "note": note})
     total = pred_total / meas_total if meas_total else None

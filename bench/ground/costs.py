@@ -137,6 +137,8 @@ class Work:
     maps: int = 0          # attention probabilities formed by eager attention outside a model's block count (a toy)
     maps_trained: int = 0  # … formed in training (forward and backward)
     array: int = 0         # float64 elements passed through numpy outside the model (one per element per pass)
+    fresh: int = 0         # bytes written to newly allocated memory (a copy of the model: each page faulted in)
+    streamed: int = 0      # bytes read or written at the memory bandwidth outside model calls (in-place passes)
     hashed: int = 0        # bytes of files read and hashed (a corpus's fingerprint, once per file and process)
     batch_tokens: int = 0  # positions of the largest no-gradient batch
     grad_tokens: int = 0   # positions of the largest batch kept for a backward pass
@@ -148,7 +150,8 @@ class Work:
     extra_bytes: int = 0   # other buffers kept at once (Gram matrices, stored states)
 
     TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "steps", "flops", "drawn", "chars",
-            "words", "hashed", "maps", "maps_trained", "array")
+            "words", "hashed", "maps", "maps_trained", "array", "fresh",
+            "streamed")
 
     def __add__(self, other: "Work") -> "Work":
         out = {}
@@ -210,7 +213,7 @@ class Rates:
     tokenised per second; seconds per word joined into running text; a model load's fixed seconds and, for a
     random-init control, parameters initialised per second; bytes of files read and hashed per second; attention
     probabilities formed per second by a model that keeps them (eager attention), without and with the backward
-    pass; float64 elements per second through a numpy pass."""
+    pass; float64 elements per second through a numpy pass; bytes per second written to fresh memory."""
 
     forward: float
     backward: float
@@ -230,6 +233,7 @@ class Rates:
     attention: float = 1e8  # attention probabilities formed and kept per second by eager attention, no gradient
     attention_train: float = 3e7  # … the same, forward and backward
     array: float = 3e8  # float64 elements per second through one numpy pass (element-wise or a reduction)
+    fresh: float = 1e9  # bytes per second written to newly allocated memory (the pages faulted in as they are)
     machine: str = ""
     load: float = 0.0  # the 1-minute load average per CPU when measured: other work slows every rate above
 
@@ -287,7 +291,7 @@ def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
             + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth
             + w.drawn / rates.rng + w.chars / rates.tokenize + w.words * rates.word_s
             + w.hashed / rates.hash_bps + w.maps / rates.attention + w.maps_trained / rates.attention_train
-            + w.array / rates.array)
+            + w.array / rates.array + w.fresh / rates.fresh + w.streamed / rates.bandwidth)
 
 
 def load_seconds(shape: Shape, rates: Rates, *, tokenizer_s: float = 0.0, initialised: bool = False) -> float:

@@ -1,7 +1,8 @@
 """This machine's speeds, measured once and cached: the rates :func:`bench.ground.costs.seconds` divides by.
 
 A small Llama-shaped model is built from a config with random weights (nothing is downloaded) and timed on
-the device the run uses: a memory copy (bandwidth), a wide product with its log-softmax (LM-head FLOP/s), a
+the device the run uses: a memory copy (bandwidth), the same copy into newly allocated memory (bytes per second
+written to fresh pages), a wide product with its log-softmax (LM-head FLOP/s), a
 no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
 backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
 model call, less one read of the weights), a float64 matrix product (FLOP/s of kernels outside the model), a
@@ -33,7 +34,7 @@ CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidd
               num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
 BATCH, LENGTH, ROWS, STEPS = 8, 128, 64, 24
 HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
-VERSION = 4  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
+VERSION = 6  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
 DRAWS = 1 << 21  # Gaussian numbers drawn to time the generator
 MERGES = 60_000  # merges of the byte-pair tokenizer whose splitting of text is timed
 ITEMS = 200_000  # words joined to time the corpora's word joining
@@ -137,6 +138,10 @@ def measure(device: str = "cpu") -> Rates:
     other = torch.empty_like(big)
     t_copy = best_time(lambda: (other.copy_(big), sync()))
     bandwidth = 2 * big.numel() * 4 / max(1e-9, t_copy)  # read and write
+    # a copy into memory allocated for it: on the CPU a block this large is mapped afresh at each allocation, so
+    # every page is faulted in as it is first written (a model's deep copy pays this, not the bandwidth alone)
+    t_fresh = best_time(lambda: (torch.empty_like(big).copy_(big), sync()))
+    fresh = big.numel() * 4 / max(1e-9, t_fresh)
     t_head = best_time(lambda: (torch.log_softmax(rows_h @ wide.T, dim=-1), sync()))
     head = 2.0 * HEAD_ROWS * HEAD_VOCAB * CONFIG["hidden_size"] / max(1e-9, t_head)
     read = shape.n_params * 4 / bandwidth
@@ -203,7 +208,7 @@ def measure(device: str = "cpu") -> Rates:
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, head=head, bandwidth=bandwidth, rng=rng, word_s=_word_s(),
                  init_ps=sum(p.numel() for p in model.parameters()) / max(1e-9, t_init), hash_bps=_hash_bps(),
-                 **loads, **maps, array=array,
+                 **loads, **maps, array=array, fresh=fresh,
                  machine=machine_key(device), load=max(load, busy()))
 
 
@@ -267,22 +272,32 @@ def _attention_maps(torch, dev, sync) -> dict[str, float]:
             "attention_train": n / max(1e-9, best_time(train, warmup=True))}
 
 
+SELECT_SHAPE = (8, 1 << 15)  # languages × neurons of the selection timed for the numpy rate
+
+
 def _array_rate() -> float:
-    """Float64 elements per second through one numpy pass, on an (8, 65,536) array (beyond the caches): the
-    mean over the passes of an entropy-style selection — a sum over the first axis, a division, a comparison, a
-    masked choice, a log, a product, its sum and a partition of all values."""
+    """Float64 elements per second through numpy's passes, timed on what they are counted for (a selection of
+    neurons by entropy over languages, as :mod:`bench.families.langneurons.costs` counts it): on K × N values, the
+    sum over K, the division, the masks, the log, the product and its sum, the negativity check, the partition for
+    a bar, the comparison with it and its `any`, the masked entropies — 14 passes over K·N, counted once each —
+    and a stable argsort of the N entropies, counted as one pass over N (its n·log n comparisons are paid for by
+    the rate, as in the selections it prices)."""
     import numpy as np
 
-    x = np.random.default_rng(0).random((8, 1 << 16))
+    k, n = SELECT_SHAPE
+    x = np.random.default_rng(0).random((k, n))
 
-    def chain():
+    def select():
         total = x.sum(axis=0, keepdims=True)
-        q = x / total
-        logq = np.log(np.where(q > 0, q, 1.0))
-        (q * logq).sum(axis=0)
-        np.partition(x.ravel(), x.size // 2)
+        q = np.where(total > 0, x / total, 0.0)
+        logq = np.where(q > 0, np.log(np.where(q > 0, q, 1.0)), 0.0)
+        ent = -(q * logq).sum(axis=0)
+        bool(np.any(x < 0))
+        bar = np.partition(x.ravel(), x.size // 2)[x.size // 2]
+        above = (x > bar).any(axis=0)
+        np.argsort(np.where(above, ent, np.inf), kind="stable")
 
-    return 8 * x.size / max(1e-9, best_time(chain, warmup=True))
+    return (14 * k * n + n) / max(1e-9, best_time(select, warmup=True))
 
 
 def _bytes(folder: str, keep) -> int:

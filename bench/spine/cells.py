@@ -80,7 +80,7 @@ class ModelCells:
                 rec["traceback"] = traceback.format_exc()
             rec["timings"]["verdict_s"] = round(time.perf_counter() - t1, 3)
         seconds = time.perf_counter() - t0
-        if self.cache.waited_s - waited >= 0.01:  # blocked while another process computed what this cell needs
+        if self.cache.waited_s - waited >= 0.1:  # blocked while another process computed what this cell needs
             rec["timings"]["wait_s"] = round(self.cache.waited_s - waited, 3)
         rec["timings"]["total_s"] = round(seconds, 3)
         rec["verdict"] = verdict.to_json()

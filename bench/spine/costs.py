@@ -80,12 +80,14 @@ def _dtype_bytes(dtype: str) -> int:
 
 def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates: gc.Rates, *,
          host_limit: int, device_limit: int, runs_dir: Path | None = None, strict: bool = True,
-         timed: bool = True, unit_of: Callable[[Cell], Any] | None = None) -> list[Row]:
+         timed: bool = True, unit_of: Callable[[Cell], Any] | None = None, grouped: bool = True) -> list[Row]:
     """One :class:`Row` per cell (module docstring).  `refs`: model name → ModelRef.  Not `strict`: a cell
     whose probe has no cost model, or whose cost cannot be counted, gets a row with nothing predicted.  Not
     `timed`: `rates` are not the device's (it is not on this machine): memory is planned, seconds are None.
     `unit_of`: for a run of worker processes, the work unit of a cell (:func:`.executors.pool.unit_of`): each
-    unit loads its model afresh, so the first cell of every unit that measures with the model pays a load."""
+    unit loads its model afresh, so the first cell of every unit that measures with the model pays a load.
+    `grouped`: the cells are counted grouped by model, as one process runs them; else in the order given (the
+    order a finished run's cells began in, across its workers)."""
     from bench.models import shapes
 
     read: dict[str, tuple[Any, Any, str, float]] = {}
@@ -97,7 +99,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
     width = _dtype_bytes(dtype)
     rows = []
     first = {m: i for i, m in reversed(list(enumerate(c.model for c in cells)))}
-    for cell in sorted(cells, key=lambda c: first[c.model]):  # as the executors run them: grouped by model
+    for cell in sorted(cells, key=lambda c: first[c.model]) if grouped else cells:  # as one process runs them
         ref = refs[cell.model]
         base = ref.base.name if hasattr(ref, "base") else cell.model
         if base not in read:
@@ -265,7 +267,8 @@ def for_run(specs, opts, *, rates: gc.Rates | None = None, host_limit: int | Non
     return plan(cells, refs, device, dtype, rates or calibrate.rates(device if timed else "cpu"),
                 host_limit=host_limit if host_limit is not None else host_memory(),
                 device_limit=device_limit if device_limit is not None else device_memory(device),
-                runs_dir=runs_dir, strict=strict, timed=timed, unit_of=pool.unit_of if workers else None)
+                runs_dir=runs_dir, strict=strict, timed=timed, unit_of=pool.unit_of if workers else None,
+                grouped=not began)
 
 
 def _in_cache(cell: Cell, ref: Any, device: str, dtype: str, prints: dict[str, str | None]) -> bool:

@@ -394,7 +394,8 @@ def test_toy_composition_counts_every_attention_probability_its_toys_form(tiny, 
 @pytest.mark.parametrize("name", ["activation_stats", "layer_distribution"])
 def test_selecting_from_cached_statistics_counts_its_passes_with_its_split_halves(tiny, name):
     """Known answer on the tiny model (2 layers × 64 neurons, 4 languages): every language's 8 chunks of 3
-    statistics read and summed (2·3·8·N·K), 14 passes per selection over the (K, N) stack, and per split half
+    statistics read and summed (2·3·8·N·K), 14 passes per selection over the (K, N) stack and one over the N
+    entropies (their argsort), and per split half
     the chunks read again, each half summed (3·4·N·K) and selected; counted in every cell (no cache holds it)."""
     from bench.families.langneurons import shared
 
@@ -406,9 +407,24 @@ def test_selecting_from_cached_statistics_counts_its_passes_with_its_split_halve
     assert shared.CHUNKS == 8
     plain = gc.cost_of(info, planned, base)
     halves = gc.cost_of(info, planned, {**base, "split_halves": 2})
-    chunks, select = 2 * 3 * 8 * n * k, 14 * k * n
+    chunks, select = 2 * 3 * 8 * n * k, 14 * k * n + n
     assert [w.array for key, w in plain.parts if key is None] == [chunks + select]
     assert [w.array for key, w in halves.parts if key is None] == [chunks + select + chunks
                                                                     + 2 * 2 * (3 * 4 * n * k + select)]
     two = gc.cost_of(info, planned, {**base, "methods": ["lape", "lave"]})
     assert [w.array for key, w in two.parts if key is None] == [chunks + 2 * select]
+
+
+def test_norm_folding_counts_the_fresh_copy_it_folds(tiny):
+    """Known answer: the bytes of the folded copy's parameters (its tied head untied into a matrix of its own) are
+    the fresh memory the cost model counts, and the fold streams them three times (scaled in place, read for the
+    shift)."""
+    from bench.models import folding
+
+    w = gc.cost_of(registry.probe("norm_folding"),
+                   gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tiny.model.tokenizer,
+                              seed=0), {"corpus": "builtin:english", "n_texts": 2, "max_tokens": 8}).total()
+    folded, _ = folding.folded_copy(tiny.model.hf)
+    matrices = sum(p.numel() for n, p in folded.named_parameters() if "norm" not in n)
+    assert tiny.model.hf.config.tie_word_embeddings  # the untying is part of the count
+    assert w.fresh == matrices * 4 and w.streamed == 3 * w.fresh

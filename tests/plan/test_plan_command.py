@@ -15,7 +15,7 @@ from bench.ground import costs as gc
 SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "circuits" / "induction-heads-exist.toml")
 RATES = gc.Rates(forward=1e9, backward=5e8, generate=2.5e8, call_layer_s=1e-3, kernel=1e8, base_bytes=1 << 28,
                  load_bps=1e8, head=2e9, bandwidth=4e9, rng=1e6, tokenize=1e5, word_s=1e-6, load_fixed_s=0.5,
-                 init_ps=1e7, attention=2e6, attention_train=5e5, array=4e6)
+                 init_ps=1e7, attention=2e6, attention_train=5e5, array=4e6, fresh=8e6)
 
 
 def test_shape_counts_the_parameters_of_a_real_model(tiny_tokenizer):
@@ -33,7 +33,8 @@ def test_seconds_and_bytes_by_hand():
     # blocks: 2 × (4·4·2 + 2·4·2 + 3·4·8) = 2 × (32 + 16 + 96) = 288; head 40; tied → 328 parameters
     assert (s.block_params, s.head_params, s.n_params) == (288, 40, 328)
     w = gc.Work(forward=10, head=10, backward=5, backward_head=5, generated=4, calls=3, steps=2, trainable=100,
-                context=6, flops=1e3, drawn=50, chars=70, words=9, maps=400, maps_trained=300, array=800)
+                context=6, flops=1e3, drawn=50, chars=70, words=9, maps=400, maps_trained=300, array=800, fresh=1600,
+                streamed=4000)
     attn = 4 * 2 * 2 * 2 * 6  # 4 × layers × heads × head size × context = 192
     per = 2 * 288 + attn
     f = gc.flops(s, w)
@@ -42,7 +43,8 @@ def test_seconds_and_bytes_by_hand():
     expected = (10 * per / 1e9 + 15 * per / 5e8 + 4 * per / 2.5e8 + 80 * 29 / RATES.head + 3 * per_call
                 + 1e3 / 1e8 + 28 * 2 * 100 / RATES.bandwidth + 50 / 1e6 + 70 / 1e5 + 9 * 1e-6
                 + 400 / 2e6 + 300 / 5e5  # attention probabilities, without and with the backward pass
-                + 800 / 4e6)  # numpy passes
+                + 800 / 4e6  # numpy passes
+                + 1600 / 8e6 + 4000 / RATES.bandwidth)  # fresh memory written, bytes streamed
     assert gc.seconds(s, w, RATES) == pytest.approx(expected, rel=1e-12)
     # a load: the fixed part, the tokenizer's timed load, the float32 weights' bytes (or the initialiser's parameters)
     assert gc.load_seconds(s, RATES, tokenizer_s=0.7) == pytest.approx(0.5 + 0.7 + 328 * 4 / 1e8)
@@ -421,3 +423,26 @@ def test_a_cell_counts_the_units_of_the_metric_its_rule_tests(config_only):
     learns, erodes = rows["knowledge.lora-learns-unknown-facts"], rows["knowledge.new-facts-erode-known"]
     assert (learns.units, learns.unit) == (10, "trained facts per training run")
     assert (erodes.units, erodes.unit) == (48 - 10 - 10, "held-out facts per training run")
+
+
+def test_a_finished_runs_order_is_kept_across_models(config_only):
+    """Worker processes interleave the models' cells: planned against their start times, the toys (work shared by
+    every model) are booked to the cell that began first, even when another model's cells began earlier still —
+    not regrouped by model as one process would run them."""
+    from bench.ground import spec
+    from bench.spine import costs, run
+
+    needs = SPEC.replace("induction-heads-exist", "induction-needs-two-layers")
+    specs = spec.load_specs([SPEC, needs])
+    a, b = str(config_only), f"{config_only}+random-init"
+    opts = run.Options(models=(a, b), profile="smoke", device="cpu", dtype="float32", seed=0)
+    began = {("circuits.induction-heads-exist", a): 1.0, ("circuits.induction-needs-two-layers", b): 2.0,
+             ("circuits.induction-needs-two-layers", a): 3.0, ("circuits.induction-heads-exist", b): 4.0}
+    rows = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none", began=began)
+    assert [(r.claim.rpartition(".")[2], r.model == b) for r in rows] == [
+        ("induction-heads-exist", False), ("induction-needs-two-layers", True),
+        ("induction-needs-two-layers", False), ("induction-heads-exist", True)]
+    assert rows[1].work[1].maps_trained > 0 and rows[2].work[1].maps_trained == 0  # the toys: trained once, first
+    plain = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
+    assert [r.model == b for r in plain] == [False, False, True, True]  # one process: grouped by model
+    assert plain[1].work[1].maps_trained > 0 and plain[3].work[1].maps_trained == 0
