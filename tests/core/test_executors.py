@@ -60,10 +60,8 @@ def test_local_executor_name_in_record(tmp_path, tiny_model_dir, specs_dir, one_
 def test_a_cell_that_waited_for_another_process_says_how_long(tmp_path, tiny_model_dir, specs_dir, one_thread):
     """A cell whose frame another process is computing waits under the cache's lock; its timings say how long
     (`wait_s`), so that the time is not read as the cell's own work.  A cell that did not wait has no wait_s."""
-    import threading
-    import time
-
     from bench.ground.store import Cache
+    from tests.core.holding import held_elsewhere
 
     specs = [spec.load_spec(specs_dir / "circuits" / "norm-folding-is-exact.toml")]
     opts = run.Options(models=(str(tiny_model_dir),), runs_dir=tmp_path / "runs")
@@ -71,18 +69,8 @@ def test_a_cell_that_waited_for_another_process_says_how_long(tmp_path, tiny_mod
     assert "wait_s" not in cell["timings"]
     key, other = cell["cache_key"], Cache()
     other.drop(key)
-    taken = threading.Event()
-
-    def compute_elsewhere():
-        with other.computing(key):
-            taken.set()
-            time.sleep(1.0)
-
-    t = threading.Thread(target=compute_elsewhere)
-    t.start()
-    taken.wait(10)
-    again = _record(run.execute(specs, opts))["cells"][0]
-    t.join()
+    with held_elsewhere(other, key, 1.0):
+        again = _record(run.execute(specs, opts))["cells"][0]
     assert not again["cache_hit"] and 0.7 <= again["timings"]["wait_s"] <= again["timings"]["total_s"]
 
 

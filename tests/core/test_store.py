@@ -170,25 +170,14 @@ def test_the_frames_kept_stay_within_their_bound_oldest_out_first(tmp_path, monk
 def test_time_spent_waiting_for_an_entry_another_holds_is_counted(tmp_path):
     """`waited_s` adds the seconds a compute lock was held by someone else (a cell's timings report them as
     `wait_s`); a free lock adds next to nothing."""
-    import threading
-    import time
+    from tests.core.holding import held_elsewhere
 
     holder, cache = Cache(tmp_path), Cache(tmp_path)
     k = key_of({"x": "held"})
     with cache.computing(k):
         pass
     assert cache.waited_s < 0.05
-    taken = threading.Event()
-
-    def hold():
-        with holder.computing(k):
-            taken.set()
-            time.sleep(0.5)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    taken.wait(5)
-    with cache.computing(k):
-        pass
-    t.join()
+    with held_elsewhere(holder, k, 0.5):
+        with cache.computing(k):
+            pass
     assert 0.3 <= cache.waited_s < 5

@@ -193,17 +193,9 @@ def test_the_runs_evaluation_scores_each_answer_against_its_own_hand(monkeypatch
 def test_the_sft_arm_takes_the_fewest_steps_of_sft_batch_hands_that_reach_the_rl_arms_flops(tiny_tokenizer):
     """Equal compute: the SFT arm's steps (each of sft_batch hands, in the seed's order) just reach the FLOPs the
     RL arm spends on the same seed; one step fewer would not."""
-    from bench.families.generalization import tasks
     from bench.families.generalization.train_loop import flops_of, step_tokens
 
-    task = tasks.TaskConfig(4, 24, "+-*/", 100)
-    data = dict(demos=0, demo_faces=False, n_init=4, init_faces=False, n_train=10, n_eval=2)
-    ctx = _Hands(3)
-    ctx.model.tokenizer = tiny_tokenizer
-    cfg = {"batch": 2, "group": 3, "lr": 1e-4, "adapter": "lora", "lora_rank": 4, "lora_alpha": 8,
-           "max_new_tokens": 6, "temperature": 1.0}
-    run = probes._Run(ctx, task, data, 4, cfg, dict(init_steps=1, steps=4, sft_batch=3, reward="shaped",
-                                                     curve_points=0))
+    _, run = _keyed_run(tiny_tokenizer, n_train=10, init_steps=1, steps=4, curve_points=0)
     sft = run.sft_cfg(1)
     assert sft.recipe.batch == 3 and sft.method == "sft"
     items = run.order(1)
@@ -214,16 +206,18 @@ def test_the_sft_arm_takes_the_fewest_steps_of_sft_batch_hands_that_reach_the_rl
     assert sum(spent) >= budget > sum(spent[:-1])
 
 
-def _keyed_run(tiny_tokenizer):
+def _keyed_run(tiny_tokenizer, n_train: int = 6, **plan):
+    """A run of 4-card hands on the tiny tokenizer (seed 3); `plan` overrides init_steps 2, steps 3, sft_batch 3,
+    the shaped reward and 5 curve points."""
     from bench.families.generalization import tasks
 
     task = tasks.TaskConfig(4, 24, "+-*/", 100)
-    data = dict(demos=0, demo_faces=False, n_init=4, init_faces=False, n_train=6, n_eval=2)
+    data = dict(demos=0, demo_faces=False, n_init=4, init_faces=False, n_train=n_train, n_eval=2)
     ctx = _Hands(3)
     ctx.model.tokenizer = tiny_tokenizer
     cfg = {"batch": 2, "group": 3, "lr": 1e-4, "adapter": "lora", "lora_rank": 4, "lora_alpha": 8,
            "max_new_tokens": 6, "temperature": 1.0}
-    plan = dict(init_steps=2, steps=3, sft_batch=3, reward="shaped", curve_points=5)
+    plan = {"init_steps": 2, "steps": 3, "sft_batch": 3, "reward": "shaped", "curve_points": 5, **plan}
     return ctx, probes._Run(ctx, task, data, 4, cfg, plan)
 
 
