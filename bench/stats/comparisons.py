@@ -188,7 +188,8 @@ def accuracy_drop(
     detail = f" (accuracy {m['a'].mean():.3f} → {m['b'].mean():.3f}; McNemar {n10} lost vs {n01} gained)"
     if smallest_effect:
         pw, need = mcnemar_power(smallest_effect, (n10 + n01) / n, n, alpha, power)
-        detail += f"; power to detect a drop of {smallest_effect:g} at n = {n}: {pw:.2f} ({power:.0%} needs n ≈ {need})"
+        needs = f"n > {MAX_PAIRS}" if need > MAX_PAIRS else f"n ≈ {need}"
+        detail += f"; power to detect a drop of {smallest_effect:g} at n = {n}: {pw:.2f} ({power:.0%} needs {needs})"
         if v.outcome is Outcome.INCONCLUSIVE and pw < power:
             detail += ", so the test is underpowered for the paper's effect"
     return Verdict(**{**v.__dict__, "reason": v.reason + detail})
@@ -199,8 +200,8 @@ MAX_PAIRS = 20_000  # the most pairs mcnemar_power searches for the n a power ne
 
 def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power: float) -> tuple[float, int]:
     """Exact power of the one-sided McNemar test at `n` pairs for a drop `effect` = p10 − p01 with discordant share
-    ψ = p10 + p01 (at least `effect`), and the fewest pairs that reach `power` (scanned upwards from half the
-    normal approximation's n, to 20,000).
+    ψ = p10 + p01 (at least `effect`), and the fewest pairs that reach `power` (MAX_PAIRS + 1 when even
+    :data:`MAX_PAIRS` pairs do not).
 
     The discordant pairs D are Binomial(n, ψ); given D, those favouring a are Binomial(D, p10/ψ), and the test
     (:func:`bench.stats.exact.paired`) rejects where their exact binomial p-value against ½ is below `alpha`:
@@ -211,16 +212,14 @@ def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power:
     d = np.arange(max(int(n), MAX_PAIRS) + 1)  # P(reject | D = d) for every d, once
     k = np.floor(stats.binom.isf(alpha, d, 0.5)) + 1  # the smallest count with P(X ≥ k | ½) ≤ α …
     k = np.where(stats.binom.sf(k - 1, d, 0.5) < alpha, k, k + 1)  # … and below it, as p < α rejects
-    reject = np.where(d > 0, stats.binom.sf(k - 1, d, q), 0.0)
+    reject = stats.binom.sf(k - 1, d, q)  # (no discordant pair: k = 1 and P(X ≥ 1 | 0) = 0, never a rejection)
 
     def at(m: int) -> float:
         return float(np.dot(stats.binom.pmf(d[: m + 1], m, psi), reject[: m + 1]))
 
-    za, zb = stats.norm.ppf(1 - alpha), stats.norm.ppf(power)
-    approx = ((za * np.sqrt(psi) + zb * np.sqrt(max(psi - effect ** 2, 1e-12))) / effect) ** 2  # Connor 1987
-    start = max(1, int(approx) // 2)  # the exact n lies near the approximation's; scanned up from half of it
-    need = next((m for m in range(start, MAX_PAIRS + 1) if at(m) >= power), MAX_PAIRS)
-    return at(int(n)), need
+    if at(MAX_PAIRS) < power:  # not reached in the range searched (said "n > MAX_PAIRS")
+        return at(int(n)), MAX_PAIRS + 1
+    return at(int(n)), next(m for m in range(1, MAX_PAIRS + 1) if at(m) >= power)
 
 
 @rule_def("gated", nested="of", sentence=words.gated)

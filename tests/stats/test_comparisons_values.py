@@ -312,6 +312,27 @@ def test_mcnemar_power_is_the_exact_tests_over_every_table():
     assert mcnemar_power(0.1, 0.02, 50, 0.05, 0.8) == mcnemar_power(0.1, 0.1 + 1e-9, 50, 0.05, 0.8)
     assert mcnemar_power(0.1, 0.3, 50, 0.01, 0.9)[1] > mcnemar_power(0.1, 0.3, 50, 0.05, 0.8)[1]
     assert mcnemar_power(0.1, 0.3, 50, 0.05, 0.8)[0] < mcnemar_power(0.1, 0.3, 50, 0.10, 0.8)[0]
+    # α = 1/16 is a tail probability of ½-binomials (4 of 4: p = 1/16 exactly): p < α must not reject there
+    for effect, psi, n in ((0.3, 0.4, 10), (0.2, 0.5, 14)):
+        assert mcnemar_power(effect, psi, n, 1 / 16, 0.8)[0] == pytest.approx(
+            _mcnemar_power_by_hand(effect, psi, n, 1 / 16), abs=1e-12)
+    # the n for 80% is the first that reaches it, counted from one pair
+    pw, need = mcnemar_power(0.3, 0.4, 10, 1 / 16, 0.8)
+    assert _mcnemar_power_by_hand(0.3, 0.4, need, 1 / 16) >= 0.8
+    assert all(_mcnemar_power_by_hand(0.3, 0.4, m, 1 / 16) < 0.8 for m in range(1, need))
+
+
+def test_mcnemar_power_beyond_the_pairs_it_searches_says_so():
+    """A drop too small for MAX_PAIRS pairs to show with 80% power: the n it gives is MAX_PAIRS + 1, and the
+    reason says "n > MAX_PAIRS" rather than a number it never reached."""
+    from bench.stats.comparisons import MAX_PAIRS
+
+    pw, need = mcnemar_power(0.001, 0.02, 50, 0.05, 0.8)
+    assert need == MAX_PAIRS + 1 and pw < 0.06
+    assert mcnemar_power(0.001, 0.02, MAX_PAIRS, 0.05, 0.8)[0] < 0.8
+    orig, edited = [1] * 12 + [1] * 3 + [0] * 15, [1] * 12 + [0] * 3 + [0] * 15
+    v = evaluate(qa(orig, edited), "accuracy_drop", {"a": A, "b": B, "smallest_effect": 0.001})
+    assert f"(80% needs n > {MAX_PAIRS})" in v.reason
 
 
 # gated ---------------------------------------------------------------------------------------------------------
