@@ -371,3 +371,30 @@ def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors
         with pytest.raises(BenchError, match="^fewer than two scored texts have a token with 2 tokens before it$"):
             cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
                        cfg=cfg)
+
+
+def test_the_decoder_starts_from_the_texts_own_first_token_else_bos_else_eos_else_says_why():
+    from bench.families.microscope import context_probe as cp
+    from bench.ground.errors import BenchError
+
+    special = cp.SPECIAL
+    item = lambda first, cls: types.SimpleNamespace(ids=[first, 5, 6], classes=[cls, "word", "word"])  # noqa: E731
+    tok = lambda bos, eos: types.SimpleNamespace(bos_token_id=bos, eos_token_id=eos)  # noqa: E731
+    assert cp.start_id(tok(1, 2), [item(9, special), item(9, special)]) == 9  # every text starts with 9
+    assert cp.start_id(tok(1, 2), [item(9, special), item(8, special)]) == 1  # no common first: BOS
+    assert cp.start_id(tok(None, 2), [item(9, "word")]) == 2
+    with pytest.raises(BenchError, match="^the tokenizer has no BOS or EOS token to start the prefix decoder from$"):
+        cp.start_id(tok(None, None), [item(9, "word")])
+
+
+def test_the_probe_hands_measure_its_sample_decoder_runs_and_subject(monkeypatch):
+    from bench.families.microscope import context_probe as cp
+
+    seen = {}
+    monkeypatch.setattr(cp, "measure", lambda ctx, model, **kw: seen.update(ctx=ctx, model=model, **kw) or "done")
+    p = cp.ContextParams(n_eval=5, n_train=7, decoder_runs=3)
+    assert cp._measure("ctx", "model", p, subject="instruct") == "done"
+    s = p.sample
+    assert seen == {"ctx": "ctx", "model": "model", "corpus": s.corpus, "n_texts": s.n_texts,
+                    "max_tokens": s.max_tokens, "micro_batch": s.micro_batch, "n_eval": 5, "n_train": 7,
+                    "cfg": p.decoder, "subject": "instruct", "runs": 3}
