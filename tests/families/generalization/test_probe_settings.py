@@ -363,6 +363,14 @@ def test_the_notes_state_accuracy_format_steps_units_and_flops_per_stage(tiny_to
     assert notes[0].startswith("task: 4 cards, ops +-*/, target 24; 4 hands for the SFT-initialised checkpoint, "
                                "6 other training hands (J/Q/K = 10), 2 held-out hands per split")
     assert notes[1].startswith("training: batch 2, group 3, lr 0.0001, ") and "curve_points 5" in notes[1]
+    assert notes[1].endswith("; SFT and RL start from the same SFT-initialised weights, see the same hands in each "
+                             "seed's order and are compared at equal estimated training FLOPs")
+    import dataclasses
+
+    for task, words in ((dataclasses.replace(run.task, show_target=False), "hidden (the answer states its value)"),
+                        (dataclasses.replace(run.task, target=0), "drawn")):
+        run.task = task
+        assert run.notes(frame)[0].startswith(f"task: 4 cards, ops +-*/, target {words}; 4 hands")
     assert notes[2:] == ["steps per run: rl 2, sft 3",
                          "units: 2 training seeds per arm × 2 held-out hands per split (the same hands for every "
                          "seed and stage)",

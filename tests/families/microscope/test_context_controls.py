@@ -398,3 +398,49 @@ def test_the_probe_hands_measure_its_sample_decoder_runs_and_subject(monkeypatch
     assert seen == {"ctx": "ctx", "model": "model", "corpus": s.corpus, "n_texts": s.n_texts,
                     "max_tokens": s.max_tokens, "micro_batch": s.micro_batch, "n_eval": 5, "n_train": 7,
                     "cfg": p.decoder, "subject": "instruct", "runs": 3}
+
+
+def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progress(monkeypatch):
+    """Run r trains with the drawn seed + r (the seed drawn from the context's stream 11), and reports its progress
+    within its share of the bar (0.05 + 0.9·(r + f)/runs, "… (run r+1 of runs)"), then its held-out losses."""
+    from bench.families.microscope import context_probe as cp
+    from bench.families.microscope.contextual import Pool
+
+    class Stop(Exception):
+        pass
+
+    said, seeds, streams = [], [], []
+    pool = Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]]))
+    index = pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]})
+    fit = types.SimpleNamespace(train_loss=np.zeros(2))
+
+    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress):
+        seeds.append(seed)
+        progress(0.5, "training")
+        if len(seeds) == 2:
+            raise Stop
+        return {"states": fit}
+
+    monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, mt: [types.SimpleNamespace(sample=i)
+                                                                          for i in range(n)])
+    monkeypatch.setattr(cp, "layer_pass_memo", lambda ctx, **kw: pd.DataFrame(
+        {"metric": ["token_error_mean"], "sample": [0], "position": [1], "cls": ["a"], "value": [0.1]}))
+    monkeypatch.setattr(cp, "build_pool", lambda model, items, prefix, micro: (pool, index))
+    monkeypatch.setattr(cp, "start_id", lambda tok, items: 0)
+    monkeypatch.setattr(cp, "fit_decoders", fit_decoders)
+    monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: "loss")
+    monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame({"metric": ["c"], "value": [0.0]}))
+
+    def generator(stream):
+        streams.append(stream)
+        return torch.Generator().manual_seed(7)
+
+    ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((round(f, 6), m)), generator=generator)
+    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11))
+    with pytest.raises(Stop):
+        cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
+                   cfg=types.SimpleNamespace(prefix=2, vocab="corpus"), runs=2)
+    drawn = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(7)))
+    assert streams == [11] and seeds == [drawn, drawn + 1]
+    assert said == [(0.0, "prefix decoder: hidden states"), (0.275, "training (run 1 of 2)"),
+                    (0.5, "prefix decoder: held-out losses"), (0.725, "training (run 2 of 2)")]
