@@ -277,7 +277,7 @@ SELECT_SHAPE = (8, 1 << 15)  # languages × neurons of the selection timed for t
 
 def _array_rate() -> float:
     """Float64 elements per second through numpy's passes, timed on what they are counted for (a selection of
-    neurons by entropy over languages, as :mod:`bench.families.langneurons.costs` counts it): on K × N values, the
+    neurons by entropy over languages, as the language-neuron family's cost model counts it): on K × N values, the
     sum over K, the division, the masks, the log, the product and its sum, the negativity check, the partition for
     a bar, the comparison with it and its `any`, the masked entropies — 14 passes over K·N, counted once each —
     and a stable argsort of the N entropies, counted as one pass over N (its n·log n comparisons are paid for by
