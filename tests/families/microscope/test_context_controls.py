@@ -444,3 +444,39 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
     assert streams == [11] and seeds == [drawn, drawn + 1]
     assert said == [(0.0, "prefix decoder: hidden states"), (0.275, "training (run 1 of 2)"),
                     (0.5, "prefix decoder: held-out losses"), (0.725, "training (run 2 of 2)")]
+
+
+def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
+    """Run to its end on scripted pieces: every row carries the subject it was measured for (context_pair's
+    "base" or "instruct"), the decoder rows their training run as an integer column, E_i none."""
+    from bench.families.microscope import context_probe as cp
+    from bench.families.microscope.contextual import Pool
+
+    pool = Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]]))
+    index = pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]})
+    fit = types.SimpleNamespace(train_loss=np.arange(6.0), seconds=1.0,
+                                encoder=types.SimpleNamespace(weights=lambda: np.array([0.2, 0.8])))
+    loss = pd.DataFrame({c: [1.0] for c in ("context_loss", "context_loss_blind", "context_loss_layer0",
+                                            "context_loss_shuffled")})
+    monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, mt: [types.SimpleNamespace(sample=i)
+                                                                          for i in range(n)])
+    monkeypatch.setattr(cp, "layer_pass_memo", lambda ctx, **kw: pd.DataFrame(
+        {"metric": ["token_error_mean"], "sample": [0], "position": [1], "cls": ["a"], "value": [0.1]}))
+    monkeypatch.setattr(cp, "build_pool", lambda model, items, prefix, micro: (pool, index))
+    monkeypatch.setattr(cp, "start_id", lambda tok, items: 0)
+    monkeypatch.setattr(cp, "fit_decoders", lambda *a, **k: {"states": fit, "blind": fit, "layer0": fit})
+    monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: loss)
+    monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame(
+        {"sample": [0], "position": [2], "cls": ["a"], "metric": ["context_loss"], "value": [1.0]}))
+    monkeypatch.setattr(cp, "summary", lambda frame: [])
+    ctx = types.SimpleNamespace(progress=lambda f, m="": None, generator=lambda stream: torch.Generator())
+    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11, d_model=4, n_layers=2))
+    cfg = types.SimpleNamespace(prefix=2, vocab="corpus", reader="readout", hidden=0, dropout=0.1, weight_decay=0.0,
+                                steps=10, batch=4, lr=1e-3, warmup=0.1)
+    frame, notes = cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
+                              cfg=cfg, subject="instruct", runs=2)
+    assert (frame["subject"] == "instruct").all()
+    assert str(frame["train_seed"].dtype) == "Int64"
+    runs = frame[frame["metric"] == "context_loss"]["train_seed"].tolist()
+    assert runs == [0, 1] and frame[frame["metric"] == "token_error_mean"]["train_seed"].isna().all()
+    assert "2 decoder trainings" in notes[2]
