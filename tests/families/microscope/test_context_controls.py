@@ -417,9 +417,13 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
     def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress):
         seeds.append(seed)
         progress(0.5, "training")
+        progress(1.0)
+        return {"states": fit}
+
+    def heldout_losses(fits, test, idx):
         if len(seeds) == 2:
             raise Stop
-        return {"states": fit}
+        return "loss"
 
     monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, mt: [types.SimpleNamespace(sample=i)
                                                                           for i in range(n)])
@@ -428,7 +432,7 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
     monkeypatch.setattr(cp, "build_pool", lambda model, items, prefix, micro: (pool, index))
     monkeypatch.setattr(cp, "start_id", lambda tok, items: 0)
     monkeypatch.setattr(cp, "fit_decoders", fit_decoders)
-    monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: "loss")
+    monkeypatch.setattr(cp, "heldout_losses", heldout_losses)
     monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame({"metric": ["c"], "value": [0.0]}))
 
     def generator(stream):
@@ -442,8 +446,9 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
                    cfg=types.SimpleNamespace(prefix=2, vocab="corpus"), runs=2)
     drawn = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(7)))
     assert streams == [11] and seeds == [drawn, drawn + 1]
-    assert said == [(0.0, "prefix decoder: hidden states"), (0.275, "training (run 1 of 2)"),
-                    (0.5, "prefix decoder: held-out losses"), (0.725, "training (run 2 of 2)")]
+    assert said == [(0.0, "prefix decoder: hidden states"), (0.275, "training (run 1 of 2)"), (0.5, " (run 1 of 2)"),
+                    (0.5, "prefix decoder: held-out losses"), (0.725, "training (run 2 of 2)"),
+                    (0.95, " (run 2 of 2)"), (0.95, "prefix decoder: held-out losses")]
 
 
 def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
