@@ -400,6 +400,19 @@ def test_the_probe_hands_measure_its_sample_decoder_runs_and_subject(monkeypatch
                     "cfg": p.decoder, "subject": "instruct", "runs": 3}
 
 
+def _scripted_texts_and_pools(monkeypatch, pool, index):
+    """measure's inputs scripted: n numbered texts, one scored token's E_i (text 0), `pool` and `index` for both
+    the training and the scored pools, start token 0."""
+    from bench.families.microscope import context_probe as cp
+
+    monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, mt: [types.SimpleNamespace(sample=i)
+                                                                          for i in range(n)])
+    monkeypatch.setattr(cp, "layer_pass_memo", lambda ctx, **kw: pd.DataFrame(
+        {"metric": ["token_error_mean"], "sample": [0], "position": [1], "cls": ["a"], "value": [0.1]}))
+    monkeypatch.setattr(cp, "build_pool", lambda model, items, prefix, micro: (pool, index))
+    monkeypatch.setattr(cp, "start_id", lambda tok, items: 0)
+
+
 def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progress(monkeypatch):
     """Run r trains with the drawn seed + r (the seed drawn from the context's stream 11), and reports its progress
     within its share of the bar (0.05 + 0.9·(r + f)/runs, "… (run r+1 of runs)"), then its held-out losses."""
@@ -425,12 +438,7 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
             raise Stop
         return "loss"
 
-    monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, mt: [types.SimpleNamespace(sample=i)
-                                                                          for i in range(n)])
-    monkeypatch.setattr(cp, "layer_pass_memo", lambda ctx, **kw: pd.DataFrame(
-        {"metric": ["token_error_mean"], "sample": [0], "position": [1], "cls": ["a"], "value": [0.1]}))
-    monkeypatch.setattr(cp, "build_pool", lambda model, items, prefix, micro: (pool, index))
-    monkeypatch.setattr(cp, "start_id", lambda tok, items: 0)
+    _scripted_texts_and_pools(monkeypatch, pool, index)
     monkeypatch.setattr(cp, "fit_decoders", fit_decoders)
     monkeypatch.setattr(cp, "heldout_losses", heldout_losses)
     monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame({"metric": ["c"], "value": [0.0]}))
@@ -463,12 +471,7 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
                                 encoder=types.SimpleNamespace(weights=lambda: np.array([0.2, 0.8])))
     loss = pd.DataFrame({c: [1.0] for c in ("context_loss", "context_loss_blind", "context_loss_layer0",
                                             "context_loss_shuffled")})
-    monkeypatch.setattr(cp, "prepare_items", lambda tok, corpus, n, mt: [types.SimpleNamespace(sample=i)
-                                                                          for i in range(n)])
-    monkeypatch.setattr(cp, "layer_pass_memo", lambda ctx, **kw: pd.DataFrame(
-        {"metric": ["token_error_mean"], "sample": [0], "position": [1], "cls": ["a"], "value": [0.1]}))
-    monkeypatch.setattr(cp, "build_pool", lambda model, items, prefix, micro: (pool, index))
-    monkeypatch.setattr(cp, "start_id", lambda tok, items: 0)
+    _scripted_texts_and_pools(monkeypatch, pool, index)
     monkeypatch.setattr(cp, "fit_decoders", lambda *a, **k: {"states": fit, "blind": fit, "layer0": fit})
     monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: loss)
     monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame(
