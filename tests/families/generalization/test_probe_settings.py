@@ -332,6 +332,9 @@ def test_an_arms_training_gets_its_hands_progress_checkpoints_and_generator(tiny
     assert run._ckpts == [(arm, 2, cfg, 3, ("scored", "the model", arm, 2))]
     stream = 20 + 100 * 2 + (arm == "base_rl")  # the RL arm from the base model draws apart from the other RL arm
     assert streams == [stream] and got["generator"] == f"gen{stream}"
+    streams.clear()
+    run._fit("the model", cfg, arm, items, 0)  # seed 0 is a seed like any other
+    assert streams == [20 + (arm == "base_rl")]
     if arm == "sft":
         assert got["targets"] == run.targets(items) and got["reward"] is None
     else:

@@ -488,3 +488,28 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
     runs = frame[frame["metric"] == "context_loss"]["train_seed"].tolist()
     assert runs == [0, 1] and frame[frame["metric"] == "token_error_mean"]["train_seed"].isna().all()
     assert "2 decoder trainings" in notes[2]
+
+
+def test_a_pool_holds_each_full_prefix_tokens_states_prefix_and_index(monkeypatch):
+    """build_pool on scripted batches: each full-prefix token's states at its position, its k previous ids, and
+    its (sample, position, cls) row, in order; no such token gives empty pools with the same columns."""
+    from bench.families.microscope import context_probe as cp
+
+    items = [types.SimpleNamespace(sample=4, classes=["s", "w", "p", "w"]),
+             types.SimpleNamespace(sample=7, classes=["s", "w", "w", "w"])]
+    states = torch.arange(3 * 2 * 4 * 5, dtype=torch.float32).reshape(3, 2, 4, 5)  # (L+1, B, T, d)
+    monkeypatch.setattr(cp, "batches", lambda its, micro, pad: [(its, None, None)])
+    monkeypatch.setattr(cp, "pad_id", lambda tok: 0)
+    monkeypatch.setattr(cp, "block_states", lambda model, ids, mask: (states, None))
+    monkeypatch.setattr(cp, "full_prefix_examples", lambda it, k: [(2, [10 + it.sample, 11]), (3, [12, 13])]
+                        if it.sample == 4 else [(3, [20, 21])])
+    model = types.SimpleNamespace(tokenizer=None, arch=types.SimpleNamespace(n_layers=2, d_model=5))
+    pool, index = cp.build_pool(model, items, 2, 8)
+    assert index.columns.tolist() == ["sample", "position", "cls"]
+    assert index.values.tolist() == [[4, 2, "p"], [4, 3, "w"], [7, 3, "w"]]
+    assert pool.prefixes.tolist() == [[14, 11], [12, 13], [20, 21]] and pool.prefixes.dtype == torch.long
+    assert torch.equal(pool.states, torch.stack([states[:, 0, 2], states[:, 0, 3], states[:, 1, 3]]))
+    monkeypatch.setattr(cp, "full_prefix_examples", lambda it, k: [])
+    pool, index = cp.build_pool(model, items, 2, 8)
+    assert len(pool) == 0 and tuple(pool.states.shape) == (0, 3, 5) and index.columns.tolist() == ["sample",
+                                                                                                    "position", "cls"]
