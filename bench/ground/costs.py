@@ -18,9 +18,9 @@ decoding, the LM head) + model calls × (a measured overhead per layer + one rea
 memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn,
 characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
 (:func:`load_seconds`) is a measured fixed part, its tokenizer's load as timed when the plan read it, and its
-weights' bytes (or, for a random-init control, its parameters drawn by the initialiser) at their measured rate.  FLOPs per token are
-2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers × heads × head size
-× context), plus 2 × vocabulary × d_model for each LM-head position.
+weights' bytes (or, for a random-init control, its parameters drawn by the initialiser) at their measured rate.
+FLOPs per token are 2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers
+× heads × head size × context), plus 2 × vocabulary × d_model for each LM-head position.
 
 Bytes (:func:`peak_bytes`) = weights in the run's dtype + the largest batch's activations, logits (float32),
 attention maps and KV cache + trained parameters with their gradients and AdamW state + stated extras.
@@ -292,6 +292,19 @@ def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
             + w.drawn / rates.rng + w.chars / rates.tokenize + w.words * rates.word_s
             + w.hashed / rates.hash_bps + w.maps / rates.attention + w.maps_trained / rates.attention_train
             + w.array / rates.array + w.fresh / rates.fresh + w.streamed / rates.bandwidth)
+
+
+# numpy passes over the (K, N) statistics in one selection of N neurons by entropy over K languages: the sum over
+# languages, the division, two masks, the log, the product and its sum, the negativity check, the partition for the
+# bar, the comparison with it, its `any`, the masked entropies and the stack of the languages' arrays
+SELECT_PASSES = 14
+
+
+def selection_elements(k: int, n: int) -> int:
+    """Elements passed through numpy (:attr:`Work.array`) by one entropy selection of `n` neurons over `k`
+    languages: :data:`SELECT_PASSES` over K·N, and one over the N entropies for their stable argsort (its
+    n·log n comparisons are paid for by the rate, which the calibration times on this same selection)."""
+    return SELECT_PASSES * k * n + n
 
 
 def load_seconds(shape: Shape, rates: Rates, *, tokenizer_s: float = 0.0, initialised: bool = False) -> float:

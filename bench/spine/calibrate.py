@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import asdict
 
-from bench.ground.costs import Rates, Shape, Work, flops
+from bench.ground.costs import Rates, Shape, Work, flops, selection_elements
 from bench.ground.store import atomic_write_json, cache_root, sha256_bytes
 
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
@@ -276,12 +276,10 @@ SELECT_SHAPE = (8, 1 << 15)  # languages × neurons of the selection timed for t
 
 
 def _array_rate() -> float:
-    """Float64 elements per second through numpy's passes, timed on what they are counted for (a selection of
-    neurons by entropy over languages, as the language-neuron family's cost model counts it): on K × N values, the
-    sum over K, the division, the masks, the log, the product and its sum, the negativity check, the partition for
-    a bar, the comparison with it and its `any`, the masked entropies — 14 passes over K·N, counted once each —
-    and a stable argsort of the N entropies, counted as one pass over N (its n·log n comparisons are paid for by
-    the rate, as in the selections it prices)."""
+    """Float64 elements per second through numpy's passes, timed on what they are counted for: a selection of
+    neurons by entropy over languages, counted as :func:`bench.ground.costs.selection_elements` counts it (the
+    sum over K, the division, the masks, the log, the product and its sum, the negativity check, the partition
+    for a bar, the comparison with it and its `any`, the masked entropies, and the argsort of the N entropies)."""
     import numpy as np
 
     k, n = SELECT_SHAPE
@@ -297,7 +295,7 @@ def _array_rate() -> float:
         above = (x > bar).any(axis=0)
         np.argsort(np.where(above, ent, np.inf), kind="stable")
 
-    return (14 * k * n + n) / max(1e-9, best_time(select, warmup=True))
+    return selection_elements(k, n) / max(1e-9, best_time(select, warmup=True))
 
 
 def _bytes(folder: str, keep) -> int:

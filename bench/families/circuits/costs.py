@@ -100,9 +100,9 @@ def norm_folding_cost(m: Planned, *, corpus: str, n_texts: int, max_tokens: int)
     # the float32 copy that is folded, its tied head untied into a matrix of its own (a run in another dtype also
     # makes a float32 copy of the original)
     copy = (m.shape.n_params + (m.shape.head_params if m.shape.tied else 0)) * 4
+    copies = copy * (1 if m.dtype_bytes == 4 else 2)
     # the fold: every consumer's weight scaled in place (read and written) and read once more for its shift
-    w = Work(extra_bytes=copy * (1 if m.dtype_bytes == 4 else 2), fresh=copy * (1 if m.dtype_bytes == 4 else 2),
-             streamed=3 * copy)
+    w = Work(extra_bytes=copies, fresh=copies, streamed=3 * copy)
     for t in texts:
         T = len(m.tokenizer(t, truncation=True, max_length=max_tokens)["input_ids"])
         w = w + Work(forward=2 * T, head=2 * T, calls=2, context=T, batch_tokens=T, logit_rows=2 * T)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from bench import corpora
-from bench.ground.costs import Cost, Planned, Work, cost_def
+from bench.ground.costs import Cost, Planned, Work, cost_def, selection_elements
 from bench.families.langneurons import shared
 from bench.families.langneurons import text as tx
 from bench.families.langneurons.probes import SELECTION, DeactivationParams, LayerParams, StatsParams
@@ -55,22 +55,15 @@ def _fingerprint(setup: shared.Setup) -> tuple[str, Work]:
     return f"fingerprint|{setup.corpus}", Work(hashed=corpora.fingerprint_bytes(setup.corpus))
 
 
-# numpy passes over the (K, L·F) statistics in one entropy selection (select.entropy_select): the sum over
-# languages, the division, two masks, the log, the product and its sum, the negativity check, the partition for
-# the bar, the comparison with it, its `any`, the masked entropies and the stack of the languages' arrays, and one
-# over the L·F entropies for their stable argsort (the other rules make fewer; each is counted so).  The numpy rate
-# is timed on this same mix (bench.spine.calibrate._array_rate).
-SELECT_PASSES = 14
-
-
 def _arithmetic(m: Planned, sp, methods, split_halves: int = 0) -> Work:
     """Selecting from the cached statistics, which no cache holds, so every cell that selects does it: each
-    language's CHUNKS chunks of three statistics read out of the cached frame and summed (L·F each), then
-    SELECT_PASSES over the languages' stack and one over the neurons (the argsort) per method; each split of `split_halves` reads the chunks again
-    (once per method), sums each half and selects on both halves."""
+    language's CHUNKS chunks of three statistics read out of the cached frame and summed (L·F each), then one
+    entropy selection per method (:func:`bench.ground.costs.selection_elements`; the other rules make fewer
+    passes, each is counted so); each split of `split_halves` reads the chunks again (once per method), sums
+    each half and selects on both halves."""
     n, k = m.shape.n_layers * m.shape.d_ff, len(sp.selection.languages)
     chunks = 2 * 3 * shared.CHUNKS * n * k
-    select = SELECT_PASSES * k * n + n
+    select = selection_elements(k, n)
     halves = (chunks + split_halves * 2 * (3 * (shared.CHUNKS // 2) * n * k + select)) if split_halves else 0
     return Work(array=chunks + len(methods) * (select + halves))
 
