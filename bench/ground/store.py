@@ -128,6 +128,8 @@ class Cache:
         (a cell of the language-neuron family looks up some 20 shared results; each read costs a parquet decode
         and a checksum of the file); the oldest go beyond :data:`KEPT_BYTES`.  An entry whose marker changed
         (written again, or by another process) is read from its file."""
+        if int(frame.memory_usage(index=True).sum()) > KEPT_BYTES // 4:  # too large even before its strings
+            return
         size = int(frame.memory_usage(index=True, deep=True).sum())
         if size > KEPT_BYTES // 4:
             return
