@@ -1,0 +1,90 @@
+"""What `bench verify` says before a long run: the slow machine's rates that decide whether to measure this one's,
+the total it announces, and the silence before a short run."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bench.ground import costs as gc
+from bench.spine import costs
+
+SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "circuits" / "induction-heads-exist.toml")
+SHAPE = gc.Shape(n_layers=2, d_model=4, d_ff=8, n_heads=2, n_kv_heads=1, head_dim=2, vocab=10)
+MEASURED = gc.Rates(forward=1e9, backward=5e8, generate=2.5e8, call_layer_s=1e-3, kernel=1e8, base_bytes=1 << 28)
+SECONDS_PER = ("call_layer_s", "word_s", "load_fixed_s")  # seconds per thing: larger is slower
+
+
+def test_the_slow_machine_names_every_rate_and_each_is_slower_than_the_default():
+    """A rate left out of SLOW falls back to gc.Rates' default, a fast machine's: a run made mostly of that work
+    would be judged short and never announced."""
+    fields = {f.name: f for f in dataclasses.fields(gc.Rates)}
+    rates = set(fields) - {"machine", "load", "base_bytes"}
+    assert set(costs.SLOW) == rates
+    for name, value in costs.SLOW.items():
+        default = fields[name].default
+        if default is dataclasses.MISSING or (name == "head" and not default):  # head's default: the forward rate
+            continue
+        assert (value > default) if name in SECONDS_PER else (value < default), name
+
+
+def _row(claim: str, seconds: float, flops: float) -> costs.Row:
+    work = gc.Work(flops=flops)
+    return costs.Row(claim, "m", 0, "p", seconds, 0, 0, True, None, "text", None, work=(SHAPE, work, None, 1))
+
+
+def test_a_run_short_even_on_a_slow_machine_is_not_timed(monkeypatch):
+    from bench.spine import calibrate
+
+    seen = {}
+
+    def plan(specs, opts, **kw):
+        seen.update(kw)
+        return [_row("a", 100.0, 1e9), _row("b", costs.ANNOUNCE_S - 100.0, 1e9)]
+
+    monkeypatch.setattr(costs, "for_run", plan)
+    monkeypatch.setattr(calibrate, "rates", lambda *a, **k: pytest.fail("measured a short run's rates"))
+    rows, total = costs.before_run(["spec"], object())
+    assert total is None and [r.predicted_s for r in rows] == [100.0, costs.ANNOUNCE_S - 100.0]
+    assert seen["rates"] == gc.Rates(**costs.SLOW, base_bytes=calibrate._resident_bytes())
+    assert (seen["strict"], seen["executing"]) == (False, True)  # only the cells the run measures; none refused
+
+
+def test_a_long_run_is_timed_with_this_machines_rates(monkeypatch):
+    """Known answer: each row's work (kernel FLOPs only) at the measured kernel rate, 1e8 FLOP/s."""
+    from bench.spine import calibrate, run
+
+    monkeypatch.setattr(costs, "for_run", lambda specs, opts, **kw: [_row("a", 150.0, 3e9), _row("b", 40.0, 5e8)])
+    asked = []
+    monkeypatch.setattr(calibrate, "rates", lambda device, *a, **k: asked.append(device) or MEASURED)
+    opts = run.Options(device="cpu")
+    rows, total = costs.before_run(["spec"], opts)
+    assert asked == ["cpu"]
+    assert [r.predicted_s for r in rows] == [pytest.approx(30.0), pytest.approx(5.0)]
+    assert total == pytest.approx(35.0)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_verify_announces_a_long_runs_total_before_it_starts(cli, tiny_model_dir, monkeypatch, jobs):
+    from bench.spine import run
+
+    monkeypatch.setattr(costs, "before_run", lambda specs, opts: ([_row("a", 400.0, 0.0), _row("b", 200.0, 0.0)],
+                                                                   600.0))
+    monkeypatch.setattr(run, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the run started")))
+    res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report", "--jobs", str(jobs)])
+    assert res.exit_code == 4 and "the run started" in res.output
+    assert "plan: about 10.0 min of work predicted for 2 cells at one process's rates" in res.output
+    assert ("worker processes share it out" in res.output) == (jobs > 1)
+    before = res.output.index("plan: about")
+    assert before < res.output.index("the run started")
+
+
+def test_verify_says_nothing_of_a_short_run(cli, tiny_model_dir, monkeypatch):
+    from bench.spine import run
+
+    monkeypatch.setattr(costs, "before_run", lambda specs, opts: ([_row("a", 100.0, 0.0)], None))
+    monkeypatch.setattr(run, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the run started")))
+    res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
+    assert res.exit_code == 4 and "plan:" not in res.output
