@@ -329,3 +329,44 @@ def test_crosslingual_similarity_compares_translations_of_the_same_text(scripted
                     pytest.approx(w, abs=1e-6)
             assert _value(frame, layer=l, sample=s, metric="mean_cosine") == pytest.approx(np.mean(list(want.values())),
                                                                                           abs=1e-6)
+
+
+def test_steering_prompts_notes_progress_and_a_target_without_neurons(scripted, monkeypatch):
+    """Known answer: the prompts are each source text's first words joined by single spaces; a target whose
+    method selected nothing is noted and counted (0 steered) and the next target is still steered; a target of one
+    neuron is steered; the notes show the first prompt and its outputs, whitespace collapsed and shortened."""
+    sets = {"en": np.array([7]), "de": np.array([], int), "fr": SETS["fr"]}
+    monkeypatch.setattr(shared, "selections",
+                        lambda ctx, setup, sp, methods, band="all", sized_like="": {m: dict(sets) for m in methods})
+    asked = []
+
+    def generate(model, prompts, *, max_new_tokens, edits=None):
+        asked.append((list(prompts), max_new_tokens, edits))
+        if edits is None:
+            return ["a  b\nc " + "word " * 30, "plain 1"]
+        return [f"steered {i}" for i in range(len(prompts))]
+
+    monkeypatch.setattr(edit, "neuron_edits", lambda arch, idx, values: ("edits", tuple(idx)))
+    monkeypatch.setattr(steer, "generate", generate)
+    monkeypatch.setattr(steer, "shares", lambda texts, lang: np.zeros(len(texts)))
+    got = []
+    info = registry.probe("steering")
+    ctx = ProbeContext(model=MODEL, seed=4, progress=lambda f, m="": got.append((f, m)))
+    frame = info.call(ctx, source="fr", targets=("de", "en"), n_prompts=2, prompt_words=4, max_new_tokens=5)
+    prompts = ["un deux trois 22", "un deux trois 33"]
+    assert asked == [(prompts, 5, None), (prompts, 5, ("edits", (7,)))]
+    assert frame[frame["set_lang"] == "de"]["metric"].tolist() == ["n_steered"]
+    assert _value(frame, set_lang="de", metric="n_steered") == 0
+    assert _value(frame, set_lang="en", metric="n_steered") == 1
+    assert len(frame[frame["set_lang"] == "en"]) == 1 + 4 * 2
+    assert frame.attrs["notes"] == [
+        "2 prompts in fr; lape neurons; greedy, 5 new tokens",
+        "plain: 'un deux trois 22' → 'a b c word word word word word word word word word word word word word word…'",
+        "de: lape selected no neurons, nothing to steer with",
+        "en-steered: 'un deux trois 22' → 'steered 0'"]
+    assert got == [(1.0, "steering towards en")]  # the second of two targets; the first steered nothing
+
+
+def test_steering_names_an_unknown_source_language(scripted):
+    with pytest.raises(ValueError, match=r"^source language 'xx' is not among \['en', 'de', 'fr'\]$"):
+        call("steering", source="xx")
