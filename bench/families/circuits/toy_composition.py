@@ -28,7 +28,8 @@ from bench.families.circuits.schemas import ToyHeadScores
 METRICS = ("induction_score", "prev_token_score", "loss_first", "loss_second", "loss_drop")
 
 
-def toy_frame(cfg: toy.ToyConfig, n_eval: int, progress=lambda f, m="": None, device="cpu") -> pd.DataFrame:
+def toy_frame(cfg: toy.ToyConfig, n_eval: int, progress, device) -> pd.DataFrame:
+    """Both toys of one training run: trained on `device`, scored on `n_eval` held-out repeated sequences."""
     parts = []
     for k, n_layers in enumerate((1, 2)):
         c = toy.ToyConfig(**{**asdict(cfg), "n_layers": n_layers})
