@@ -69,7 +69,7 @@ def toy_composition(ctx, p: ToyParams) -> pd.DataFrame:
     for r in range(p.toy_runs):  # each run cached on its own: a smoke profile's runs are the full profile's first
         cfg = toy.ToyConfig(vocab=p.toy_vocab, d_model=p.toy_width, n_heads=p.toy_heads, period=p.toy_period,
                             steps=p.toy_steps, batch=p.toy_batch, lr=p.toy_lr, seed=ctx.seed + r)
-        progress = (lambda f, m="", r=r: ctx.progress((r + f) / p.toy_runs, f"{m} (run {r + 1} of {p.toy_runs})"))
+        progress = (lambda f, m, r=r: ctx.progress((r + f) / p.toy_runs, f"{m} (run {r + 1} of {p.toy_runs})"))
         # the toys have no model to follow: they train on the run's device (ctx.device); a GPU's sums round
         # differently from the CPU's, so its runs are cached apart (the CPU key is unchanged)
         where = {} if ctx.device.type == "cpu" else {"device": ctx.device.type}
