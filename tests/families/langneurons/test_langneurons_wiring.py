@@ -130,6 +130,11 @@ def test_activation_stats_reports_each_languages_own_statistics_and_sets(scripte
         assert _value(frame, method="lape", set_lang=lang, metric="n_selected") == k + 1
         assert _value(frame, method="lape", set_lang=lang, metric="fraction_selected") == (k + 1) / (L * F)
     assert _value(frame, method="lape", metric="n_unique") == 1 + 2 + 3
+    from bench.families.langneurons.probes import CORPUS
+
+    assert frame.attrs["notes"] == [f"2 selection and 3 evaluation units of {CORPUS} (split seed 4); 3 layers × 12 "
+                                    "FFN neurons", "en: 100 selection tokens", "de: 101 selection tokens",
+                                    "fr: 102 selection tokens"]
 
 
 def test_layer_distribution_counts_the_union_of_the_sets_per_layer(scripted):
