@@ -375,3 +375,22 @@ def test_steering_prompts_notes_progress_and_a_target_without_neurons(scripted, 
 def test_steering_names_an_unknown_source_language(scripted):
     with pytest.raises(ValueError, match=r"^source language 'xx' is not among \['en', 'de', 'fr'\]$"):
         call("steering", source="xx")
+
+
+@pytest.mark.parametrize("change, refused", [
+    ({"eval_texts": 1}, True), ({"eval_texts": 2}, False),
+    ({"doc_tokens": 7, "selection_tokens": 7}, True), ({"doc_tokens": 8, "selection_tokens": 8}, False),
+    ({"doc_tokens": 16, "selection_tokens": 15}, True), ({"doc_tokens": 16, "selection_tokens": 16}, False),
+])
+def test_a_selection_setup_is_refused_at_each_bound_alone(change, refused):
+    """Each of the three bounds on its own, just past and just at it, the others satisfied."""
+    import dataclasses
+
+    from bench.families.langneurons.probes import SELECTION, checked
+
+    setup = dataclasses.replace(SELECTION, **change)
+    if not refused:
+        assert checked(setup) is setup
+        return
+    with pytest.raises(ValueError, match="^need eval_texts ≥ 2, doc_tokens ≥ 8 and selection_tokens ≥ doc_tokens$"):
+        checked(setup)
