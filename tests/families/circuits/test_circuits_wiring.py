@@ -294,6 +294,7 @@ def test_toy_composition_trains_each_run_with_its_own_seed_and_the_settings_give
     frame = info.call(ctx, seq_len=6, batch=2, toy_vocab=11, toy_width=12, toy_heads=3, toy_period=7, toy_steps=13,
                       toy_batch=14, toy_lr=0.5, toy_eval=4, toy_runs=2)
     frame = schemas.validate(frame, info.schema, info.metrics)
+    assert frame.index.equals(pd.RangeIndex(len(frame)))  # one tidy frame, not its parts' indices side by side
     want = [toy.ToyConfig(vocab=11, d_model=12, n_heads=3, n_layers=n, period=7, steps=13, batch=14, lr=0.5, seed=s)
             for s in (5, 6) for n in (1, 2)]
     assert trained == [(c, "cpu") for c in want]
