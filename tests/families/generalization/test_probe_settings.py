@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
 from bench.families.generalization import probes
@@ -381,3 +382,47 @@ def test_the_notes_state_accuracy_format_steps_units_and_flops_per_stage(tiny_to
                          "format followed: sft/id 1.000; sft/ood 0.500",
                          "training FLOPs (estimate, mean over seeds) rl: 2e+09",
                          "training FLOPs (estimate, mean over seeds) sft: 2e+09"]
+
+
+def test_the_bounds_themselves_are_accepted(monkeypatch):
+    """One card, one step, one seed and no curve points describe a runnable task."""
+    run, _ = _recorded(monkeypatch, n_cards=1, steps=1, seeds=1, curve_points=0)
+    assert (run.args["task"].n_cards, run.args["plan"]["steps"], run.args["plan"]["curve_points"]) == (1, 1, 0)
+    assert run.stages == [("initial", None), ("sft", 0), ("rl", 0)]
+
+
+class _Scored(_Recorder):
+    """A run whose stages score numbers that name the stage, the seed and the item."""
+
+    START = {"base": [0.0, 1.0, 2.0, 3.0], "initial": [10.0, 20.0, 30.0, 40.0]}
+
+    def stage(self, name, seed=None):
+        self.stages.append((name, seed))
+        k = {"sft": 1, "rl": 2, "base_rl": 3}.get(name)
+        values = self.START[name] if k is None else [100.0 * k + 10 * seed + i for i in range(4)]
+        return probes._rows("correct", name, values, split=["id", "id", "ood", "ood"], sample=[0, 1, 0, 1],
+                            seed=seed)
+
+
+@pytest.mark.parametrize("arms, stages", [
+    (["sft", "rl", "base_rl"], ["base", "initial", "sft", "rl", "base_rl"]),
+    (["sft"], ["initial", "sft"]),
+    (["rl"], ["initial", "rl"]),
+    (["base_rl"], ["base", "base_rl"]),
+])
+def test_each_rl_arm_gains_against_its_own_start_and_only_the_arms_asked_run(monkeypatch, arms, stages):
+    _Recorder.made = []
+    monkeypatch.setattr(probes, "_Run", _Scored)
+    frame = probes.sft_vs_rl(None, arms=arms, seeds=2)
+    (run,) = _Recorder.made
+    assert [name for name, _ in run.stages] == [s for s in stages for _ in ((0, 1) if s in probes.ARMS else (0,))]
+    assert frame.index.equals(pd.RangeIndex(len(frame)))
+    gain = frame[frame["metric"] == "rl_gain"]
+    starts = {"rl": "initial", "base_rl": "base"}
+    assert sorted(set(gain["stage"])) == sorted(a for a in arms if a in starts)
+    for arm in set(gain["stage"]):
+        for seed in (0, 1):
+            got = gain[(gain["stage"] == arm) & (gain["seed"] == seed)]
+            assert got["split"].tolist() == ["id", "id", "ood", "ood"] and got["sample"].tolist() == [0, 1, 0, 1]
+            after = [100.0 * (2 if arm == "rl" else 3) + 10 * seed + i for i in range(4)]
+            assert got["value"].tolist() == [a - b for a, b in zip(after, _Scored.START[starts[arm]])]
