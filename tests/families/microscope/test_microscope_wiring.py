@@ -82,9 +82,19 @@ def test_intrinsic_dimension_is_measured_per_layer_on_the_collected_states(tiny_
         return torch.stack([_subspace(n, l + 2, d, l) for l in range(L1)]), []
 
     monkeypatch.setattr(mprobes, "collect_states", scripted)
-    frame = call("intrinsic_dimension", tiny_lm, corpus="builtin:english", n_texts=5, max_tokens=16,
-                 micro_batch=3, id_points=777)
+    said: list = []
+    info = registry.probe("intrinsic_dimension")
+    ctx = ProbeContext(model=tiny_lm, seed=0, progress=lambda f, m="": said.append((f, m)))
+    frame = schemas.validate(info.call(ctx, corpus="builtin:english", n_texts=5, max_tokens=16, micro_batch=3,
+                                       id_points=777), info.schema, info.metrics)
     assert seen["limit"] == 777 and seen["micro"] == 3
+    assert [x for x in said if x[1] == "TwoNN per layer"] == [((l + 1) / L1, "TwoNN per layer") for l in range(L1)]
+    assert said[-L1:] == [x for x in said if x[1] == "TwoNN per layer"]  # the fits report last, every one named
+    assert frame.attrs["notes"] == [
+        f"TwoNN on {n} tokens per layer (exact duplicates removed, for both fits); paper's formula (intrinsic_dim, "
+        f"id_ratio): top 10% of μ discarded; authors' code (intrinsic_dim_code, id_ratio_code): the smallest fifth "
+        f"of μ, μ ≤ 1 + 1e-8 set aside but counted in the CDF; hidden size d = {d}; anisotropy over all tokens of "
+        "the shared pass"]
     assert [it.ids for it in seen["items"]] == [it.ids for it in prepare_items(tiny_lm.tokenizer,
                                                                              "builtin:english", 5, 16)]
     dims = frame[frame["metric"] == "intrinsic_dim"].sort_values("layer")
