@@ -513,3 +513,59 @@ def test_a_pool_holds_each_full_prefix_tokens_states_prefix_and_index(monkeypatc
     pool, index = cp.build_pool(model, items, 2, 8)
     assert len(pool) == 0 and tuple(pool.states.shape) == (0, 3, 5) and index.columns.tolist() == ["sample",
                                                                                                     "position", "cls"]
+
+
+READOUT = ("decoder: a probing approximation of C_i, not the paper's decoder — per-offset readouts (2 vectors in the "
+           "residual space, read through the frozen unembedding) from an MLP of width 4, dropout 0.1, weight decay 0")
+PAPER = ("decoder: the paper's — all of 2 blocks of a copy of the model with LoRA r = 8 (α = 16, lr 0.0002) on every "
+         "projection; MLP width 4")
+
+
+@pytest.mark.parametrize("reader, how", [("readout", READOUT), ("lm", PAPER)])
+def test_measure_notes_say_how_each_decoder_trained_and_what_it_scored(monkeypatch, reader, how):
+    """Known answer, word for word, on scripted pieces: the decoder's description (width = d_model when hidden is
+    0, every block when decoder_layers is 0), the first five and last five training losses of each decoder, the
+    seconds, the pools' sizes, the first run's held-out losses, each run's C, the pooling weight's peak, and a
+    summary of the first run's rows and E_i only."""
+    from bench.families.microscope import context_probe as cp
+
+    pool = Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]]))  # 4 distinct prefix token ids
+    index = pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]})
+
+    def fit(k, seconds):  # losses 0, k, 2k, … 11k: the first five average 2k, the last five 9k
+        return types.SimpleNamespace(train_loss=np.arange(12.0) * k, seconds=seconds,
+                                     encoder=types.SimpleNamespace(weights=lambda: np.array([0.1, 0.65, 0.25])))
+
+    fits = {"states": fit(1, 12.4), "blind": fit(2, 3.6), "layer0": fit(3, 0.2)}
+    runs = iter([1.0, 1.5])
+
+    def heldout_losses(f, test, idx):
+        c = next(runs)
+        return pd.DataFrame({"context_loss": [c], "context_loss_blind": [2.0], "context_loss_layer0": [3.0],
+                             "context_loss_shuffled": [4.0]})
+
+    _scripted_texts_and_pools(monkeypatch, pool, index)
+    monkeypatch.setattr(cp, "fit_decoders", lambda *a, **k: fits)
+    monkeypatch.setattr(cp, "heldout_losses", heldout_losses)
+    monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame(
+        {"sample": [0], "position": [2], "cls": ["a"], "metric": ["context_loss"], "value": [1.0]}))
+    monkeypatch.setattr(cp, "summary", lambda frame: [
+        f"summary of runs {sorted(int(x) for x in set(frame['train_seed'].dropna()))}, {int(frame['train_seed'].isna().sum())} E"])
+    ctx = types.SimpleNamespace(progress=lambda f, m="": None, generator=lambda stream: torch.Generator())
+    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11, d_model=4, n_layers=2))
+    cfg = types.SimpleNamespace(prefix=2, vocab="corpus", reader=reader, hidden=0, dropout=0.1, weight_decay=0.0,
+                                steps=10, batch=4, lr=1e-3, warmup=0.1, decoder_layers=0, lora_rank=8,
+                                lora_alpha=16.0, lr_lora=2e-4)
+    _, notes = cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
+                          cfg=cfg, runs=2)
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator()))
+    assert notes == [
+        f"{how}; 10 steps × 4 examples for each of the three decoders, lr 0.001 (encoder), warm-up 10% then cosine; "
+        "prefix of 2 tokens; softmax over 4 token ids (corpus); 3 training tokens of 1 texts; trained in 12 s, "
+        "state-blind control in 4 s, layer-0 control in 0 s",
+        "held-out loss per prefix token on 3 tokens of 2 texts: trained 1.000, state-blind 2.000, layer 0 only 3.000, "
+        "trained with another token's states 4.000; training loss (first 5 → last 5 steps) states 2.00 → 9.00; "
+        "blind 4.00 → 18.00; layer0 6.00 → 27.00; pooling weight peaks at layer 1 (0.65)",
+        f"2 decoder trainings (seeds {seed}…{seed + 1}, column train_seed): held-out C per run 1.000, 1.500; the "
+        "lines above describe the first",
+        "summary of runs [0], 1 E"]
