@@ -27,9 +27,9 @@ def _frame() -> pd.DataFrame:
 
 
 def test_rows_broadcast_scalars_and_keep_lists_as_nullable_integers():
-    f = probes._rows("m", "s", [0.5, 2], split="id", sample=[3, 4], step=7)
+    f = probes._rows("m", "s", [1, 2], split="id", sample=[3, 4], step=7)  # integer values stored as floats
     assert list(f.columns) == ["metric", "value", "stage", "split", "sample", "step", "seed"]
-    assert f["value"].tolist() == [0.5, 2.0] and f["value"].dtype == float
+    assert f["value"].tolist() == [1.0, 2.0] and f["value"].dtype == np.float64
     assert f["split"].tolist() == ["id", "id"] and f["sample"].tolist() == [3, 4] and f["step"].tolist() == [7, 7]
     assert all(str(f[c].dtype) == "Int64" for c in ("sample", "step", "seed")) and f["seed"].isna().all()
 

@@ -569,3 +569,29 @@ def test_measure_notes_say_how_each_decoder_trained_and_what_it_scored(monkeypat
         *([f"2 decoder trainings (seeds {seed}…{seed + 1}, column train_seed): held-out C per run 1.000, 1.500; "
            "the lines above describe the first"] if n_runs == 2 else []),
         "summary of runs [0], 1 E"]
+
+
+def test_fit_decoders_trains_each_decoder_on_its_own_pool_and_shares_out_the_progress(monkeypatch):
+    """Scripted training: the trained decoder and the state-blind one read the training pool (the blind one told
+    so), the layer-0 control the pool cut to layer 0; each gets the same settings, and its progress fills its own
+    third of the bar with its own words."""
+    from bench.families.microscope import context_probe as cp
+
+    pool = Pool(torch.arange(24.0).reshape(2, 3, 4), torch.tensor([[1, 2], [3, 4]]))
+    calls, said = [], []
+
+    def fit(model, p, cfg, *, vocab, start_id, seed, blind, progress=lambda f, m="": None):
+        calls.append((p.states.clone(), bool(blind), vocab, start_id, seed))
+        progress(0.5, f"step of {len(calls)}")
+        progress(1.0)
+        return len(calls)
+
+    monkeypatch.setattr(cp, "fit", fit)
+    out = cp.fit_decoders("model", pool, CFG, vocab="V", start_id=7, seed=3,
+                          progress=lambda f, m="": said.append((round(f, 6), m)))
+    assert out == {"states": 1, "blind": 2, "layer0": 3}
+    assert [c[1:] for c in calls] == [(False, "V", 7, 3), (True, "V", 7, 3), (False, "V", 7, 3)]
+    assert torch.equal(calls[0][0], pool.states) and torch.equal(calls[1][0], pool.states)
+    assert torch.equal(calls[2][0], layer0(pool).states)
+    assert said == [(round(1 / 6, 6), "step of 1"), (round(1 / 3, 6), ""), (0.5, "step of 2"),
+                    (round(2 / 3, 6), ""), (round(5 / 6, 6), "step of 3"), (1.0, "")]
