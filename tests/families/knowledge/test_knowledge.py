@@ -196,3 +196,28 @@ def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
     pd.testing.assert_frame_equal(again.reset_index(drop=True),
                                   frame[frame["condition"].isna() | (frame["condition"] == "uk_only")]
                                   .reset_index(drop=True), check_dtype=False)
+
+
+def _facts_of(sizes: dict[str, int]) -> list[Fact]:
+    return [Fact(f"{rel}{i}", rel, (f"{rel}-{i}",)) for rel, n in sizes.items() for i in range(n)]
+
+
+@pytest.mark.parametrize("sizes, n_pool, max_pool, chunks", [
+    # per relation ⌈4 / 2⌉ = 2 facts a chunk after 1 demonstration; 10 facts of room: 4, 4, then the 2 left
+    ({"A": 20, "B": 20}, 4, 10, [["A1", "A2", "B1", "B2"], ["A3", "A4", "B3", "B4"], ["A5", "A6"]]),
+    # B runs out: the second chunk is A's alone and short, and the room left after two chunks is not filled
+    ({"A": 20, "B": 3}, 4, 8, [["A1", "A2", "B1", "B2"], ["A3", "A4"]]),
+    # the facts run out before the room: the chunks stop there
+    ({"A": 5, "B": 5}, 4, 100, [["A1", "A2", "B1", "B2"], ["A3", "A4", "B3", "B4"]]),
+    # max_pool below n_pool: one chunk of n_pool
+    ({"A": 9, "B": 9}, 4, 0, [["A1", "A2", "B1", "B2"]]),
+])
+def test_the_fact_set_is_split_into_demonstrations_and_chunks_down_each_relation(monkeypatch, sizes, n_pool,
+                                                                                 max_pool, chunks):
+    asked = []
+    monkeypatch.setattr(study, "load_facts", lambda variant: asked.append(variant) or _facts_of(sizes))
+    design = study.Design("facts:odd:name", 1, n_pool, 4, 1, 8, 8, "pool", n_train=2, n_mix=0, max_pool=max_pool)
+    demos, got = study.split(design)
+    assert asked == ["odd:name"]  # everything after the corpus kind's colon
+    assert [f.subject for f in demos] == ["A0", "B0"]
+    assert [[f.subject for f in c] for c in got] == chunks
