@@ -87,7 +87,7 @@ def before(ctx, design: Design, say=lambda f, m="": None) -> tuple[np.ndarray, P
 
         def compute(chunk=chunk, c=c) -> pd.DataFrame:
             got = count_correct(lm, tok, chunk, prompts, max_new=design.max_new, batch=design.eval_batch,
-                                progress=lambda f, m="": say(f, f"base model, pool chunk {c + 1}: {m}"))
+                                progress=lambda f, m: say(f, f"base model, pool chunk {c + 1}: {m}"))
             return pd.DataFrame({"sample": np.arange(len(chunk)), "value": got.astype(float)})
 
         parts = {"knowledge": "before", "answers": ANSWERS, "model": ctx.model.fingerprint,

@@ -221,3 +221,37 @@ def test_the_fact_set_is_split_into_demonstrations_and_chunks_down_each_relation
     assert asked == ["odd:name"]  # everything after the corpus kind's colon
     assert [f.subject for f in demos] == ["A0", "B0"]
     assert [[f.subject for f in c] for c in got] == chunks
+
+
+def test_the_pool_stops_growing_at_exactly_n_train_unknown_facts_and_the_prompts_have_their_own_stream(monkeypatch):
+    calls = _scripted_pool(monkeypatch, n_known=12)        # chunk 1: 12 HighlyKnown, 8 Unknown
+    ctx = ProbeContext(model=type("M", (), {"hf": None, "tokenizer": None, "fingerprint": "f"})(), seed=3)
+    design = study.Design("facts:x", 16, 20, 2, 4, 8, 8, "pool", n_train=8, n_mix=2, max_pool=200)
+    counts, prompts, pool = study.before(ctx, design)
+    assert calls == [20] and len(pool) == 20 and int((counts == 0).sum()) == 8
+    demos, _ = study.split(design)
+    same = C.Prompts.draw(demos, 2, 4, ProbeContext(model=None, seed=3).rng(1))  # stream 1 (choose draws from 2)
+    assert prompts.prefixes == same.prefixes
+
+
+def test_each_condition_trains_on_its_own_examples():
+    u = [Fact("Uland", "capital", ("Ucity",)), Fact("Vland", "capital", ("Vcity",))]
+    h = Fact("Hland", "capital", ("Hcity",))
+    sp = study.Split(train=[(5, u[0]), (6, u[1])], mix=[(1, h)], held=[0], note="")
+    base = [("Question: What is the capital of Uland?\nAnswer:", " Ucity\n"),
+            ("Question: What is the capital of Vland?\nAnswer:", " Vcity\n")]
+    got = {c: [(e.prompt, e.answer) for e in study.examples(c, sp)]
+           for c in ("uk_only", "uk_hk", "uk_paraphrase", "full_ft")}
+    assert got["uk_only"] == base and got["full_ft"] == base
+    assert got["uk_hk"] == base + [("Question: What is the capital of Hland?\nAnswer:", " Hcity\n")]
+    assert got["uk_paraphrase"] == base + [("Question: Which city is the capital of Uland?\nAnswer:", " Ucity\n"),
+                                           ("Question: Which city is the capital of Vland?\nAnswer:", " Vcity\n")]
+
+
+def test_every_condition_trains_by_epochs_and_the_full_fine_tune_by_its_own_rate():
+    lora = train.Recipe(epochs=3, batch=8, steps=50, lr=2e-4, dropout=0.1, seed=0)
+    for condition in ("uk_only", "uk_hk", "uk_paraphrase"):
+        assert study.recipe_for(condition, lora, 1e-5, seed=7) == train.Recipe(epochs=3, batch=8, steps=None,
+                                                                               lr=2e-4, dropout=0.1, seed=7)
+    full = study.recipe_for("full_ft", lora, 1e-5, seed=7)
+    assert full == train.Recipe(method="full", epochs=3, batch=8, steps=None, lr=1e-5, dropout=0.0, seed=7)
