@@ -255,3 +255,58 @@ def test_every_condition_trains_by_epochs_and_the_full_fine_tune_by_its_own_rate
                                                                                lr=2e-4, dropout=0.1, seed=7)
     full = study.recipe_for("full_ft", lora, 1e-5, seed=7)
     assert full == train.Recipe(method="full", epochs=3, batch=8, steps=None, lr=1e-5, dropout=0.0, seed=7)
+
+
+POOL6 = [Fact(f"P{i}", "capital", (f"p{i}",)) for i in range(4)] + [Fact(f"Q{i}", "country", (f"q{i}",))
+                                                                    for i in range(2)]
+PER_REL = "capital: 2 HighlyKnown, 1 MaybeKnown, 1 Unknown; country: 1 HighlyKnown, 0 MaybeKnown, 1 Unknown"
+
+
+@pytest.mark.parametrize("n_train, short", [
+    (3, " — fewer than the 3 asked: the pool stopped at 6 facts (max_pool or the end of the source)"),
+    (2, ""),  # exactly as many Unknown facts as asked: not short
+])
+def test_choose_draws_from_its_stream_and_says_what_the_pool_holds(n_train, short):
+    """Two chunks of 4 (facts 0–3, then 4–5); counts out of k = 4: HighlyKnown 0, 2, 5; Unknown 1, 4; MaybeKnown 3.
+    The Unknown and HighlyKnown facts are taken in the order of stream 2's permutation."""
+    counts = np.array([4, 0, 4, 2, 0, 4])
+    ctx = ProbeContext(model=None, seed=3)  # a seed whose streams 2 and 3 order these facts differently
+    order = [int(i) for i in ProbeContext(model=None, seed=3).rng(2).permutation(6)]
+    design = study.Design("facts:x", 16, 4, 4, 4, 8, 8, "pool", n_train=n_train, n_mix=1)
+    sp = study.choose(ctx, design, counts, POOL6)
+    assert [i for i, _ in sp.train] == [i for i in order if i in (1, 4)] == [4, 1]  # not the pool's order
+    (mixed,) = [i for i, _ in sp.mix]
+    assert mixed == next(i for i in order if i in (0, 2, 5))
+    assert sp.held == [i for i in (0, 2, 3, 5) if i != mixed]
+    assert sp.note == (f"pool of 6 facts before training (k = 4), grown to 2 chunk(s) of 4: {PER_REL}; 2 Unknown "
+                       f"facts trained{short}, 1 HighlyKnown facts for the mix, 3 held out")
+
+
+def test_a_grown_chunk_holds_out_only_its_highly_known_facts():
+    counts = np.array([4, 0, 4, 2, 2, 4])  # fact 4, the first of the second chunk, MaybeKnown: not held out
+    design = study.Design("facts:x", 16, 4, 4, 4, 8, 8, "pool", n_train=1, n_mix=0)
+    sp = study.choose(ProbeContext(model=None, seed=0), design, counts, POOL6)
+    assert [i for i, _ in sp.train] == [1] and sp.held == [0, 2, 3, 5]
+
+
+def test_invented_facts_are_trained_apart_from_the_pool():
+    from bench.corpora.facts import fictional
+
+    counts = np.array([4, 0, 4, 2, 0, 4])
+    design = study.Design("facts:x", 16, 4, 4, 4, 8, 8, "fictional", n_train=2, n_mix=1)
+    sp = study.choose(ProbeContext(model=None, seed=5), design, counts, POOL6)
+    assert sp.train == [(6 + j, f) for j, f in enumerate(fictional(2, 5))]  # sample ids after the pool's
+    (mixed,) = [i for i, _ in sp.mix]
+    assert sp.held == [i for i in range(4) if i != mixed] + ([5] if mixed != 5 else [])
+    assert "; 2 invented facts trained, 1 HighlyKnown facts for the mix, " in sp.note
+
+
+@pytest.mark.parametrize("losses, kw, flat", [
+    ([1.0, 1.0], {}, True),                            # two steps: one window each, equal
+    ([5.0, 5.0, 1.0, 1.0], {}, True),                  # windows of ⌈0.2 · 4⌉ = 1 step: the last two
+    ([1.0] * 5, {"tail": 0.5}, False),                 # windows of 3 steps need 6
+    ([9.0] * 4 + [5.0, 5.0] + [1.0] * 4, {}, True),    # windows of 2: steps 6–7 against 8–9
+    ([4.0, 4.0, 4.0, 3.0], {"tail": 0.25, "tol": 0.25}, False),  # a change of exactly tol · |a| is not flat
+])
+def test_converged_compares_two_windows_at_the_end(losses, kw, flat):
+    assert study.converged(losses, **kw) is flat
