@@ -334,6 +334,8 @@ def test_crosslingual_similarity_compares_translations_of_the_same_text(scripted
                     pytest.approx(w, abs=1e-6)
             assert _value(frame, layer=l, sample=s, metric="mean_cosine") == pytest.approx(np.mean(list(want.values())),
                                                                                           abs=1e-6)
+    assert frame.attrs["notes"] == ["2 parallel texts in 3 languages (3 pairs); block outputs, token states averaged "
+                                    "over each text (start token excluded)"]
 
 
 def test_steering_prompts_notes_progress_and_a_target_without_neurons(scripted, monkeypatch):
