@@ -50,6 +50,16 @@ def _rhos(model, C: np.ndarray, top_k: int = 10) -> np.ndarray:
     return np.array([r[4] for r in rows if r[3] == "spearman"])
 
 
+def test_bigram_counts_pair_each_token_with_the_next_within_each_sequence_only():
+    """Known answer: (1, 3) three times, (3, 1) twice; a one-token sequence adds nothing, and no pair spans two
+    sequences ((1, 2) and (2, 1) would)."""
+    first, nxt, counts = dp.bigram_counts([[3, 1, 3, 1], [2], [1, 3], [1, 3]], 4)
+    assert first.tolist() == [1, 3] and nxt.tolist() == [3, 1] and counts.tolist() == [3, 2]
+    for seqs in ([], [[5]], [[5], [6]]):  # no pair at all: three empty integer arrays
+        out = dp.bigram_counts(seqs, 8)
+        assert [(a.shape, a.dtype) for a in out] == [((0,), np.int64)] * 3
+
+
 def test_counts_and_top_bigrams_are_exact():
     C = _counts()
     chosen = dp.top_bigrams(*dp.bigram_counts(_corpus(C), V), n_first=5, top_k=4)
