@@ -54,8 +54,8 @@ def top_bigrams(first: np.ndarray, nxt: np.ndarray, counts: np.ndarray, n_first:
     """[(a, count of a as a first token, next ids (k,), empirical log P(b | a) (k,))] for the `n_first` most
     frequent first tokens with at least `top_k` distinct followers; next tokens most frequent first."""
     totals = pd.Series(counts).groupby(first).sum()
-    distinct = pd.Series(1, index=first).groupby(level=0).sum()
-    eligible = totals[distinct.reindex(totals.index).fillna(0) >= top_k]
+    distinct = pd.Series(1, index=first).groupby(level=0).sum()  # the same index as totals: both by first id
+    eligible = totals[distinct >= top_k]
     chosen = eligible.sort_values(ascending=False, kind="stable").index[:n_first]
     out = []
     for a in chosen:

@@ -60,6 +60,15 @@ def test_bigram_counts_pair_each_token_with_the_next_within_each_sequence_only()
         assert [(a.shape, a.dtype) for a in out] == [((0,), np.int64)] * 3
 
 
+def test_a_first_token_needs_at_least_top_k_distinct_followers():
+    """Known answer: token 1 has exactly 2 followers (eligible at top_k = 2), token 0 one (not), token 2 three;
+    by total count 2 (4) before 1 (3); next tokens most frequent first, ties by id."""
+    first, nxt, counts = np.array([0, 1, 1, 2, 2, 2]), np.array([1, 0, 2, 0, 1, 3]), np.array([9, 2, 1, 1, 2, 1])
+    chosen = dp.top_bigrams(first, nxt, counts, n_first=5, top_k=2)
+    assert [(a, total, list(b)) for a, total, b, _ in chosen] == [(2, 4, [1, 0]), (1, 3, [0, 2])]
+    np.testing.assert_allclose(chosen[1][3], np.log([2 / 3, 1 / 3]))
+
+
 def test_counts_and_top_bigrams_are_exact():
     C = _counts()
     chosen = dp.top_bigrams(*dp.bigram_counts(_corpus(C), V), n_first=5, top_k=4)
