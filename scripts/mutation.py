@@ -284,6 +284,11 @@ def main() -> int:
     status: dict[str, str] = {}
     for tests, mods in groups.items():
         where = args.out / tests.replace("/", "-")
+        if args.report_only and not where.is_dir():  # nothing run for this folder under --out
+            if args.modules:
+                print(f"{tests}: no run under {where}", file=sys.stderr)
+                return 2
+            continue
         if args.resume or args.retest:  # an existing run, with the working tree's tests
             problems = refresh_tests(where, mods)
             if problems:
