@@ -176,6 +176,9 @@ def test_judge_refutes_an_existence_claim_short_of_its_smallest_effect():
             "lies short of it")
         assert sensitivity.judge(inconclusive(-0.2, 0.01), 0.0, -1).outcome is Outcome.INCONCLUSIVE
         assert sensitivity.judge(inconclusive(-0.1, 0.01), 0.0, +1).outcome is Outcome.INCONCLUSIVE
+    with sensitivity.reference({"smallest_effect": 0.3}):  # a smallest effect short of a non-zero bound (0.5):
+        assert sensitivity.judge(inconclusive(0.1, 0.2), 0.5, +1).outcome is Outcome.INCONCLUSIVE  # no existence claim
+        assert sensitivity.judge(inconclusive(0.1, 0.2), -0.5, +1).outcome is Outcome.REFUTED  # beyond -0.5: one
     with sensitivity.reference({"smallest_effect": 0.0}):  # the smallest effect on the bound: not an existence claim
         assert sensitivity.judge(inconclusive(-0.1, -0.05), 0.0, +1).outcome is Outcome.INCONCLUSIVE
     with sensitivity.reference({"smallest_effect": 0.2}):
