@@ -400,6 +400,12 @@ def test_the_probe_hands_measure_its_sample_decoder_runs_and_subject(monkeypatch
                     "cfg": p.decoder, "subject": "instruct", "runs": 3}
 
 
+def _three_scored_tokens() -> tuple[Pool, pd.DataFrame]:
+    """A pool of three tokens of texts 0, 1, 1 (prefixes of 4 distinct token ids, zero states) and its index."""
+    return (Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]])),
+            pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]}))
+
+
 def _scripted_texts_and_pools(monkeypatch, pool, index):
     """measure's inputs scripted: n numbered texts, one scored token's E_i (text 0), `pool` and `index` for both
     the training and the scored pools, start token 0."""
@@ -417,14 +423,12 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
     """Run r trains with the drawn seed + r (the seed drawn from the context's stream 11), and reports its progress
     within its share of the bar (0.05 + 0.9·(r + f)/runs, "… (run r+1 of runs)"), then its held-out losses."""
     from bench.families.microscope import context_probe as cp
-    from bench.families.microscope.contextual import Pool
 
     class Stop(Exception):
         pass
 
     said, seeds, streams = [], [], []
-    pool = Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]]))
-    index = pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]})
+    pool, index = _three_scored_tokens()
     fit = types.SimpleNamespace(train_loss=np.zeros(2))
 
     def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress):
@@ -463,10 +467,8 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
     """Run to its end on scripted pieces: every row carries the subject it was measured for (context_pair's
     "base" or "instruct"), the decoder rows their training run as an integer column, E_i none."""
     from bench.families.microscope import context_probe as cp
-    from bench.families.microscope.contextual import Pool
 
-    pool = Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]]))
-    index = pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]})
+    pool, index = _three_scored_tokens()
     fit = types.SimpleNamespace(train_loss=np.arange(6.0), seconds=1.0,
                                 encoder=types.SimpleNamespace(weights=lambda: np.array([0.2, 0.8])))
     loss = pd.DataFrame({c: [1.0] for c in ("context_loss", "context_loss_blind", "context_loss_layer0",
@@ -529,8 +531,7 @@ def test_measure_notes_say_how_each_decoder_trained_and_what_it_scored(monkeypat
     summary of the first run's rows and E_i only; the runs' line only when there are several."""
     from bench.families.microscope import context_probe as cp
 
-    pool = Pool(torch.zeros(3, 3, 4), torch.tensor([[1, 2], [2, 3], [3, 4]]))  # 4 distinct prefix token ids
-    index = pd.DataFrame({"sample": [0, 1, 1], "position": [2, 2, 3], "cls": ["a", "b", "a"]})
+    pool, index = _three_scored_tokens()
 
     def fit(k, seconds):  # losses 0, k, 2k, … 11k: the first five average 2k, the last five 9k
         return types.SimpleNamespace(train_loss=np.arange(12.0) * k, seconds=seconds,
