@@ -196,6 +196,7 @@ def accuracy_drop(
 
 
 MAX_PAIRS = 20_000  # the most pairs mcnemar_power searches for the n a power needs
+_SCREEN = 1e-9  # an m whose recurrence is this close to the power is checked exactly (its rounding: ≤ m·ε ≈ 4e-12)
 
 
 def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power: float) -> tuple[float, int]:
@@ -221,7 +222,25 @@ def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power:
 
     if at(MAX_PAIRS) < power:  # not reached in the range searched (said "n > MAX_PAIRS")
         return at(int(n)), MAX_PAIRS + 1
-    return at(int(n)), next(m for m in range(1, MAX_PAIRS + 1) if at(m) >= power)
+    return at(int(n)), _first_reaching(psi, reject, power, at)
+
+
+def _first_reaching(psi: float, reject: np.ndarray, power: float, at) -> int:
+    """The fewest pairs m ≥ 1 with at(m) ≥ `power` (one exists at or below MAX_PAIRS).  Power is not monotone in m
+    (an exact test's saw-tooth), so every m is looked at, in order; evaluating scipy's pmf afresh at each m cost
+    seconds when m reaches thousands.  Each m's distribution of discordant pairs is built from the last one's
+    (P_m(d) = (1 − ψ)·P_(m−1)(d) + ψ·P_(m−1)(d − 1), a convex combination: its rounding stays near m·ε), and an m
+    that comes within _SCREEN of `power` is settled by the exact at(m), so the answer is the exact scan's."""
+    f = np.zeros(len(reject))
+    f[0] = 1.0
+    for m in range(1, MAX_PAIRS + 1):
+        shifted = f[: m] * psi
+        f[: m] *= 1.0 - psi
+        f[1: m + 1] += shifted
+        if float(np.dot(f[: m + 1], reject[: m + 1])) >= power - _SCREEN and at(m) >= power:
+            return m
+    raise AssertionError("at(MAX_PAIRS) reached the power, so some m does")  # pragma: no cover
+
 
 
 @rule_def("gated", nested="of", sentence=words.gated)
