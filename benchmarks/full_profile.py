@@ -1,7 +1,7 @@
 """The `full` profile, executed: every spec of each family on one model, one family at a time, with a wall-time cap.
 
     python benchmarks/full_profile.py [FAMILY | FAMILY/CLAIM …] [--model smollm2-135m] [--cap-min 30]
-                                      [--out docs/scale.md] [--records build/full-profile]
+                                      [--out docs/scale.md] [--records build/full-profile] [--cut KEY=VALUE …]
 
 Per family: `bench verify specs/<family> --profile full` in its own process (cold: a fresh results cache in a
 temporary folder; converted weights and corpora come from the usual cache), its wall time and peak resident
@@ -12,6 +12,11 @@ in one process, so a family whose other cells are sized for a GPU can be execute
 passes its cap is stopped and reported as such, with the cells it finished.  Prints a markdown table (and
 writes it with ``--out``) headed by the machine it ran on, then each cell's verdict reason; each family's run
 record is kept under ``--records`` (the temporary cache and runs folder are removed with the family).
+
+``--cut steps=4 seeds=1`` runs copies of the specs with those ``[measure]`` values replaced (a key no selected
+spec has is an error): every shape of the full profile (texts, tokens, batches, prompts, vocabulary, model) with
+fewer repetitions, for a cell sized for a GPU.  It shows that the full size runs here without a crash or running
+out of memory, and checks the plan's time and memory on it; the verdicts of a cut run are not the claim's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import platform
 import shutil
 import signal
@@ -37,13 +43,41 @@ def spec_paths(family: str, claims: list[str]) -> list[Path]:
     return [folder / f"{c}.toml" for c in claims] if claims else [folder]
 
 
-def planned(family: str, model: str, claims: list[str] = ()) -> dict[str, dict]:
+def cut_specs(paths: list[Path], cuts: dict[str, str], dest: Path) -> list[Path]:
+    """Copies of the spec files under `paths` in `dest`, each `[measure]` key of `cuts` set to its value (the text
+    edited line by line, so comments stay).  A key that no spec's `[measure]` holds is an error."""
+    import tomllib
+
+    files = [f for p in paths for f in (sorted(p.glob("*.toml")) if p.is_dir() else [p])]
+    seen, out = set(), []
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        lines, table = f.read_text().splitlines(keepends=True), None
+        for i, line in enumerate(lines):
+            head = re.match(r"\s*\[+([^\]]+)\]+", line)
+            table = head.group(1).strip() if head else table
+            key = re.match(r"([A-Za-z_][\w-]*)\s*=\s*([^#\n]*?)(\s*#.*)?$", line.rstrip("\n"))
+            if table == "measure" and key and key.group(1) in cuts:
+                lines[i] = f"{key.group(1)} = {cuts[key.group(1)]}{key.group(3) or ''}\n"
+                seen.add(key.group(1))
+        (dest / f.name).write_text("".join(lines))
+        measure = tomllib.loads("".join(lines)).get("measure", {})  # the copy parses and holds the cut values
+        for k, v in cuts.items():
+            if k in measure and measure[k] != tomllib.loads(f"v = {v}")["v"]:
+                raise ValueError(f"{f.name}: [measure] {k} did not take the value {v}")
+        out.append(dest / f.name)
+    if missing := set(cuts) - seen:
+        raise ValueError(f"no [measure] of {', '.join(map(str, paths))} holds {', '.join(sorted(missing))}")
+    return out
+
+
+def planned(paths: list[Path], model: str) -> dict[str, dict]:
     """claim → the plan's row (predicted seconds and counted work) for `model` under the full profile."""
     from bench.ground import spec
     from bench.spine import costs, run
 
     opts = run.Options(models=(model,), profile="full", device="cpu")
-    rows = costs.for_run(spec.load_specs(spec_paths(family, list(claims))), opts, strict=False)
+    rows = costs.for_run(spec.load_specs(paths), opts, strict=False)
     out = {}
     for r in rows:
         work = r.work[1] if r.work else None
@@ -53,10 +87,10 @@ def planned(family: str, model: str, claims: list[str] = ()) -> dict[str, dict]:
     return out
 
 
-def run_family(family: str, model: str, cap_s: float, cache: Path, runs: Path, claims: list[str] = ()) -> dict:
+def run_family(family: str, paths: list[Path], model: str, cap_s: float, cache: Path, runs: Path) -> dict:
     """Run one family (or its `claims`) cold under `cap_s` seconds; wall time, peak RSS (KiB) and the exit status."""
     env = {**os.environ, "BENCH_CACHE": str(cache)}
-    cmd = [sys.executable, "-m", "bench", "verify", *map(str, spec_paths(family, list(claims))), "--models", model,
+    cmd = [sys.executable, "-m", "bench", "verify", *map(str, paths), "--models", model,
            "--profile", "full", "--runs-dir", str(runs), "--no-report"]
     timer = Path("/usr/bin/time").is_file()  # GNU time writes the child's peak RSS; without it, none is shown
     stats = runs / f"{family}.time"
@@ -123,7 +157,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--records", type=Path, default=ROOT / "build" / "full-profile",
                     help="each family's run record is copied here as MODEL-FAMILY.json (its verdicts' reasons)")
+    ap.add_argument("--cut", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="run copies of the specs with these [measure] values (a TOML value: steps=4 seeds=1)")
     a = ap.parse_args()
+    cuts = dict(c.split("=", 1) for c in a.cut)
+    if any("=" not in c for c in a.cut):
+        ap.error("--cut takes KEY=VALUE pairs")
     wanted: dict[str, list[str]] = {}
     for name in a.families or sorted(p.name for p in (ROOT / "specs").iterdir() if p.is_dir()):
         fam, _, claim = name.partition("/")
@@ -132,7 +171,9 @@ def main() -> None:
         wanted.setdefault(fam, []).extend([claim] if claim else [])
     base = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "bench"))
     lines = [f"Full profile on {a.model}, CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} "
-             f"cores, {time.strftime('%Y-%m-%d')}; cap {a.cap_min:g} min per family.", "",
+             f"cores, {time.strftime('%Y-%m-%d')}; cap {a.cap_min:g} min per family"
+             + (f"; cut: {', '.join(f'{k} = {v}' for k, v in cuts.items())} (the full profile's shapes, fewer "
+                "repetitions: the verdicts are not the claims')." if cuts else "."), "",
              "| family | claim | predicted s | measured s | ratio | forward | backward | generated | outcome |",
              "|---|---|---|---|---|---|---|---|---|"]
     summary = []
@@ -145,12 +186,14 @@ def main() -> None:
                 if (base / shared).exists():
                     (cache / shared).symlink_to(base / shared)
             try:
-                plan = planned(fam, a.model, claims)
+                paths = spec_paths(fam, claims)
+                paths = cut_specs(paths, cuts, Path(tmp) / "specs" / fam) if cuts else paths
+                plan = planned(paths, a.model)
             except Exception as exc:  # noqa: BLE001 - one family's bad plan must not lose the others' rows
                 summary.append(f"- {fam}: not run, its plan failed: {exc}")
                 print(summary[-1], flush=True)
                 continue
-            got = run_family(fam, a.model, a.cap_min * 60, cache, runs, claims)
+            got = run_family(fam, paths, a.model, a.cap_min * 60, cache, runs)
             measured = cells(runs)
             kept = keep_record(runs, a.records / f"{a.model}-{fam}.json")
         for claim, p in plan.items():
@@ -162,7 +205,9 @@ def main() -> None:
                          f"| {fam} | {claim.split('.', 1)[1]} | {p['predicted_s']:.0f} | — | — | {p['forward']} | "
                          f"{p['backward']} | {p['generated']} | not reached ({got['status']}) |")
         peak = f"{got['peak_kib'] / 2**20:.2f} GiB" if got["peak_kib"] else "?"
-        summary.append(f"- {fam}: wall {got['wall_s'] / 60:.1f} min, peak RSS {peak}, exit {got['status']}"
+        planned_peak = max((p["peak_host"] or 0 for p in plan.values()), default=0) / 2**30
+        summary.append(f"- {fam}: wall {got['wall_s'] / 60:.1f} min, peak RSS {peak} (planned {planned_peak:.2f} GiB), "
+                       f"exit {got['status']}"
                        + (f"; record kept as {kept}" if kept else ""))
         summary += [f"  - {claim.split('.', 1)[1]}: {m['outcome']}: {m['reason'][:300]}" for claim, m in measured.items()]
         print(summary[-1], flush=True)
