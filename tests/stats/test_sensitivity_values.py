@@ -153,6 +153,50 @@ def test_power_of_edges():
     assert need == next(n for n in range(6, 200) if exact_power(n, 0.0, 0.2, 0.05) >= 0.8)
 
 
+def test_power_of_one_binary_unit_is_exact_and_sized():
+    """An exact test has a power at any n, one unit included: 0.2 against p = 0 at n = 1 is 0.2 (one success
+    rejects), and the n it needs is sized like any other (it was "no n suffices" below two units)."""
+    pw, need, _ = sensitivity.power_of(verdict(1, 0.0, 0.1), 0.2, +1, True)
+    assert pw == pytest.approx(0.2) and need == next(n for n in range(1, 100) if exact_power(n, 0.0, 0.2, 0.05) >= 0.8)
+
+
+def _need_by_scan(null, alt, alpha, start):
+    return next((n for n in range(max(1, start), 3000) if exact_power(n, null, alt, alpha) >= 0.8), None)
+
+
+def test_binomial_need_is_the_first_n_an_exact_scan_finds():
+    """Known answer: the n of a one-by-one scan of the exact test's power (counted afresh by exact_power), in both
+    tails, at α = 0.05, 0.01 and 1/16 (a tail probability of ½-binomials, where p < α must not reject at p = α), and
+    from a later start; a critical count off by one anywhere in the range names another n."""
+    cases = ((0.5, 0.7, 0.05, 1), (0.5, 0.3, 0.05, 1), (0.0, 0.1, 0.05, 1), (1.0, 0.9, 0.05, 1),
+             (0.2, 0.25, 0.01, 5), (0.8, 0.75, 0.05, 3), (0.5, 0.6, 1 / 16, 1), (0.1, 0.02, 0.05, 40),
+             (0.95, 0.99, 0.05, 1))
+    for null, alt, alpha, start in cases:
+        assert sensitivity._binomial_need(null, alt, alpha, start) == _need_by_scan(null, alt, alpha, start), (null, alt)
+
+
+def test_settle_moves_any_start_onto_the_rejection_regions_edge():
+    """From the far ends of the range (every count, or none, rejecting), the critical count of each n is moved to
+    the one found by counting: the smallest k with P(X ≥ k | 0.3) < α, the largest with P(X ≤ k | 0.3) < α."""
+    n = np.arange(1, 120)
+    upper = np.array([next(k for k in range(m + 2) if stats.binom.sf(k - 1, m, 0.3) < 0.05) for m in n])
+    lower = np.array([max([k for k in range(m + 1) if stats.binom.cdf(k, m, 0.3) < 0.05], default=-1) for m in n])
+    up = lambda k: stats.binom.sf(k - 1, n, 0.3) < 0.05  # noqa: E731
+    down = lambda k: (k >= 0) & (stats.binom.cdf(k, n, 0.3) < 0.05)  # noqa: E731
+    for start in (np.zeros_like(n), n + 1):
+        assert (sensitivity._settle(start, up, +1, np.zeros_like(n), n + 1) == upper).all()
+    for start in (np.full_like(n, -1), n.copy()):
+        assert (sensitivity._settle(start, down, -1, np.full_like(n, -1), n) == lower).all()
+
+
+def test_binomial_need_of_thousands_and_beyond_the_range():
+    """½ against 0.49 needs 15,486 units (a one-by-one scan's answer, 16 s of scanning), at 15,486 and not at 15,485;
+    ½ against 0.498 needs more than MAX_NEED, said None."""
+    assert sensitivity._binomial_need(0.5, 0.49, 0.05, 2) == 15486
+    assert sensitivity.binomial_power(15486, 0.5, 0.49, 0.05) >= 0.8 > sensitivity.binomial_power(15485, 0.5, 0.49, 0.05)
+    assert sensitivity._binomial_need(0.5, 0.498, 0.05, 2) is None
+
+
 # ── judge ─────────────────────────────────────────────────────────────────────────────────────────────────
 
 def inconclusive(lo, hi, n=30):
@@ -217,6 +261,22 @@ def test_judge_states_the_power_of_a_refuted_or_withdraws_it():
     tiny = Verdict(Outcome.REFUTED, "below", "threshold", "m", 0.5, 0.4, 0.6, 1.0, n=3)
     v = sensitivity.judge(tiny, 1.0, +1, binary=True)  # exact: against p = 0 one success rejects, power 1
     assert v.outcome is Outcome.REFUTED and v.sensitivity == "power 1.00 at the bound 1 vs no effect (0) with n = 3"
+
+
+def test_judge_says_why_no_n_is_named_and_drops_a_sensitivity_it_withdraws():
+    """A REFUTED whose power falls short names the units needed, or why it names none: an exact test needing more
+    than MAX_NEED units, or a single unit (no spread to size an n by).  The INCONCLUSIVE it becomes carries no
+    sensitivity, even one the rule had stated."""
+    far = sensitivity.judge(Verdict(Outcome.REFUTED, "r", "t", "m", 0.0, 0.0, 0.0, 1.0, n=10), 5e-5, +1, binary=True)
+    assert far.outcome is Outcome.INCONCLUSIVE
+    assert far.reason == ("could not have shown the effect: power 0.00 at the bound 5e-05 vs no effect (0) with n = 10; "
+                          "more than 20,000 units needed (r)")
+    one = sensitivity.judge(Verdict(Outcome.REFUTED, "r", "t", "m", 0.0, -0.1, 0.1, 1.0, n=1), 0.3, +1)
+    assert one.reason == ("could not have shown the effect: power 0.00 at the bound 0.3 vs no effect (0) with n = 1; "
+                          "one unit gives no spread to size the n it needs (r)")
+    stated = Verdict(Outcome.REFUTED, "r", "t", "m", 0.01, -0.2, 0.09, 1.0, n=8, sensitivity="the rule's own")
+    v = sensitivity.judge(stated, 0.1, +1)
+    assert v.outcome is Outcome.INCONCLUSIVE and v.sensitivity is None
 
 
 def test_judge_opposite_effect_needs_no_power_and_requires_defers_to_guard():
