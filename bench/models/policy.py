@@ -43,47 +43,59 @@ def pg_loss(comp: decoding.Completions, logp: torch.Tensor, advantages: torch.Te
     return -(advantages.to(seq.dtype) * seq).mean()
 
 
-def policy_update(model, opt, comp: decoding.Completions, rewards: torch.Tensor, group: int) -> float:
+def policy_update(model, opt, comp: decoding.Completions, rewards: torch.Tensor, group: int,
+                  micro_batch: int | None = None) -> float:
     """One optimizer step on the policy-gradient loss of completions `comp` (groups of `group` consecutive
-    samples of one prompt) with their (N,) `rewards`; returns the loss."""
+    samples of one prompt) with their (N,) `rewards`; returns the loss.  With `micro_batch` < N the forward and
+    backward passes take that many completions at a time, each part's loss weighted by its share of N, so the
+    gradients add up to the whole batch's while only one part's activations are kept."""
     adv = group_advantages(rewards, group)
     opt.zero_grad(set_to_none=True)
     if not bool((adv != 0).any()):  # every group scored alike: no signal, no pass (the step still counts)
         opt.step()
         return 0.0
-    logp = decoding.token_logprobs(model, comp.prompts, comp.ids, comp.mask)  # (N, C)
-    loss = pg_loss(comp, logp, adv.to(logp.device))
-    loss.backward()
+    n = len(adv)
+    size = n if micro_batch is None else max(1, min(int(micro_batch), n))
+    total = 0.0
+    for i in range(0, n, size):
+        part = comp if size == n else decoding.Completions(comp.prompts.rows(slice(i, i + size)), comp.ids[i: i + size],
+                                                          comp.mask[i: i + size], comp.texts[i: i + size])
+        logp = decoding.token_logprobs(model, part.prompts, part.ids, part.mask)  # (part, C)
+        loss = pg_loss(part, logp, adv[i: i + size].to(logp.device))
+        if size < n:
+            loss = loss * (len(part.ids) / n)
+        loss.backward()
+        total += float(loss.detach())
     opt.step()
-    return float(loss.detach())
+    return total
 
 
 def policy_step(model, tok, opt, prompts: list[str], reward: Callable[[int, str], float], sampling: Sampling,
-                generator: torch.Generator) -> float:
+                generator: torch.Generator, micro_batch: int | None = None) -> float:
     """Sample `sampling.group` completions per prompt, score each with `reward(prompt index, text)`, update
-    once; returns the mean reward of the samples."""
+    once (the update's passes `micro_batch` completions at a time); returns the mean reward of the samples."""
     g = sampling.group
     expanded = [p for p in prompts for _ in range(g)]
     comp = decoding.decode(model, tok, expanded, sampling.max_new_tokens, generator=generator,
                            temperature=sampling.temperature, micro_batch=len(expanded))
     rewards = torch.tensor([reward(i // g, t) for i, t in enumerate(comp.texts)], dtype=torch.float32)
-    policy_update(model, opt, comp, rewards, g)
+    policy_update(model, opt, comp, rewards, g, micro_batch)
     return float(rewards.mean())
 
 
 def fit_policy(model, tok, prompts: list[str], reward: Callable[[int, str], float], recipe: engine.Recipe,
                sampling: Sampling, *, generator: torch.Generator,
                progress: Callable[[float, str], None] = lambda f, m="": None,
-               after_step: Callable[[int], None] | None = None) -> list[float]:
+               after_step: Callable[[int], None] | None = None, micro_batch: int | None = None) -> list[float]:
     """Train `model` in place for ``recipe.n_steps`` policy-gradient steps over `prompts` (``recipe.batch`` a
     step, in the engine's batch order) and return each step's mean reward.  `after_step(step)` is called after
-    every step but the last."""
+    every step but the last; `micro_batch` bounds the completions an update passes at once (None: all)."""
     order = engine.batch_order(len(prompts), recipe)
     opt, sched = engine.optimizer(model, recipe, len(order))
     out: list[float] = []
     for s, idx in enumerate(order):
         out.append(policy_step(model, tok, opt, [prompts[i] for i in idx],
-                               lambda k, text, idx=idx: reward(idx[k], text), sampling, generator))
+                               lambda k, text, idx=idx: reward(idx[k], text), sampling, generator, micro_batch))
         sched.step()
         progress((s + 1) / len(order), f"policy step {s + 1}/{len(order)} reward {out[-1]:.3f}")
         if after_step is not None and s + 1 < len(order):

@@ -79,9 +79,9 @@ def test_each_sample_is_rewarded_for_its_own_prompt(tiny_tokenizer, monkeypatch)
     seen = []
     real = policy.policy_update
 
-    def capture(model, opt, comp, rewards, group):
+    def capture(model, opt, comp, rewards, group, micro_batch=None):
         seen.append((rewards.tolist(), group, len(comp.texts)))
-        return real(model, opt, comp, rewards, group)
+        return real(model, opt, comp, rewards, group, micro_batch)
 
     monkeypatch.setattr(policy, "policy_update", capture)
     with engine.recipe_adapters(hf, recipe) as wrapper:
@@ -90,3 +90,43 @@ def test_each_sample_is_rewarded_for_its_own_prompt(tiny_tokenizer, monkeypatch)
                                   generator=torch.Generator().manual_seed(0))
     assert seen == [([0.0] * 3 + [1.0] * 3, 3, 6), ([2.0] * 3 + [3.0] * 3, 3, 6), ([4.0] * 3 + [0.0] * 3, 3, 6)]
     assert curve == [0.5, 2.5, 2.0]
+
+
+class _Recorder:
+    """An optimizer that keeps the gradients it is asked to step on (and changes nothing)."""
+
+    def __init__(self, model):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.grads = None
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        self.grads = [None if p.grad is None else p.grad.clone() for p in self.params]
+
+
+@pytest.mark.parametrize("micro_batch", [1, 2, 3, 5])
+def test_micro_batched_update_has_the_whole_batchs_gradient_and_loss(tiny_tokenizer, micro_batch):
+    """Known answer: the update over parts of `micro_batch` completions (the last part shorter) has the gradient
+    and the loss of one pass over all six, each part weighted by its share; unweighted parts would add up to a
+    gradient 2-6× too large."""
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    texts = [" 3+10\n", " 9*4\n", " 1\n", " 13-0\n", " 2+2+9\n", " K\n"]
+    comp = decoding.Completions(decoding.encode(tiny_tokenizer, ["Cards: 3, K. Target: 13.\nAnswer:"] * 3
+                                                + ["Cards: 1, 2. Target: 3.\nAnswer:"] * 3, "cpu"),
+                                *decoding.encode_completions(tiny_tokenizer, texts, "cpu"), tuple(texts))
+    rewards = torch.tensor([1.0, 0.0, -1.0, 5.0, 1.0, -2.0])
+    recipe = engine.Recipe(r=4, alpha=8, rslora=False, dropout=0.0, targets="all")
+    with engine.recipe_adapters(hf, recipe) as wrapper:
+        model = wrapper.get_base_model()
+        whole, parts = _Recorder(model), _Recorder(model)
+        loss_whole = policy.policy_update(model, whole, comp, rewards, 3)
+        loss_parts = policy.policy_update(model, parts, comp, rewards, 3, micro_batch=micro_batch)
+    assert loss_parts == pytest.approx(loss_whole, rel=1e-5)
+    assert sum(g is not None for g in whole.grads) > 0
+    for a, b in zip(whole.grads, parts.grads):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)

@@ -124,6 +124,36 @@ def test_sft_arm_counts_training_and_every_evaluation(tiny):
                                "seeds": 1, "curve_points": 1}, force=True)
 
 
+@pytest.mark.parametrize("micro_batch", [3, 8, 50])
+def test_rl_step_counts_its_sampling_and_each_micro_batch_of_its_update(tiny, micro_batch):
+    """One RL step of two prompts × four samples against its cost model: sampling held to its budget, then the
+    update's passes in parts of `micro_batch` answers, each part running the shared prefix again (3 parts of at
+    most 3, or one).  A reward alternating within each group keeps the update from being skipped."""
+    import itertools
+
+    from bench.families.generalization import costs as gen_costs
+    from bench.families.generalization import train_loop
+    from bench.models import policy
+    from bench.models import train as engine
+
+    m = tiny.model
+    prompts = ["Cards: 3, K. Target: 13.\nAnswer:", "Cards: 1, 2, 9. Target: 3.\nAnswer:"]
+    cfg = train_loop.config("rl", steps=1, batch=2, group=4, max_new_tokens=3, lora_rank=2)
+    predicted = gen_costs._decode_rl(m.tokenizer, prompts, cfg, micro_batch)
+    alternate = itertools.count()
+    with train_loop.adapted(m.hf, cfg) as model:
+        opt, _ = engine.optimizer(model, cfg.recipe, 1)
+        seen = Pushed(m.hf, _letter(m.tokenizer))
+        try:
+            policy.policy_step(model, m.tokenizer, opt, prompts, lambda k, text: float(next(alternate) % 2),
+                               cfg.sampling, torch.Generator().manual_seed(0), micro_batch)
+        finally:
+            seen.close()
+    assert seen.tokens == predicted.forward + predicted.generated + predicted.backward
+    assert seen.rows == predicted.head + predicted.generated + predicted.backward_head
+    assert seen.calls == predicted.calls
+
+
 def test_training_steps_count_forward_and_backward(tiny):
     """:func:`bench.models.costs.fit` against :func:`bench.models.train.fit` on a LoRA-adapted tiny model."""
     from bench.models import costs as mc

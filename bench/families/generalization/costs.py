@@ -1,8 +1,9 @@
 """Cost model of ``sft_vs_rl`` (:mod:`bench.ground.costs`), stage by stage as :class:`.probes._Run` computes
 them: held-out evaluation (both splits decoded greedily), the SFT-initialised checkpoint, and per arm and seed
 the training run, its checkpoint evaluations and the final one.  An RL step samples `group` answers per prompt
-(every row runs to the budget: sampling keeps finished rows in the batch) and runs one forward and backward
-pass over prompts and answers; an SFT step one forward and backward pass over prompts and targets."""
+(every row runs to the budget: sampling keeps finished rows in the batch) and runs forward and backward passes
+over prompts and answers, `micro_batch` answers at a time; an SFT step one forward and backward pass over
+prompts and targets."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from bench.models import costs as mc
 from bench.models import train as engine
 
 
-def _decode_rl(tok, prompts: list[str], cfg: TrainConfig) -> Work:
-    """One RL step: sampling `group` answers per prompt in one batch, then the policy-gradient pass."""
+def _decode_rl(tok, prompts: list[str], cfg: TrainConfig, micro_batch: int) -> Work:
+    """One RL step: sampling `group` answers per prompt in one batch, then the policy-gradient pass over
+    `micro_batch` answers at a time (each part runs the shared prefix again)."""
     expanded = [p for p in prompts for _ in range(cfg.sampling.group)]
     rows = [tok(p)["input_ids"] for p in expanded]
     from bench.models import decoding
@@ -28,8 +30,10 @@ def _decode_rl(tok, prompts: list[str], cfg: TrainConfig) -> Work:
                   context=P + S + cfg.sampling.max_new_tokens, batch_tokens=n * S, logit_rows=n,
                   kv_tokens=n * (P + S + cfg.sampling.max_new_tokens))
     C = cfg.sampling.max_new_tokens
-    update = Work(backward=P + n * (S + C), backward_head=n * (C + 1) + (1 if P else 0), calls=2, steps=1,
-                  grad_tokens=P + n * (S + C), logit_rows=n * (C + 1))
+    size = max(1, min(micro_batch, n))
+    parts = -(-n // size)
+    update = Work(backward=parts * P + n * (S + C), backward_head=n * (C + 1) + (parts if P else 0),
+                  calls=parts * (2 if P else 1), steps=1, grad_tokens=P + size * (S + C), logit_rows=size * (C + 1))
     return sample + update
 
 
@@ -68,7 +72,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
             return extra + mc.fit(tok, examples, cfg.recipe, trainable, window=m.shape.window)
         w = extra
         for idx in engine.batch_order(len(ps), cfg.recipe):
-            w = w + _decode_rl(tok, [ps[i] for i in idx], cfg)
+            w = w + _decode_rl(tok, [ps[i] for i in idx], cfg, micro_batch)
         return w
 
     init_cfg = config("sft", steps=init_steps, **{**common, "batch": sft_batch})

@@ -261,7 +261,7 @@ class _Run:
                          progress=progress, checkpoints=checkpoint, every=every)
         fn = tasks.REWARDS[self.plan["reward"]]
         return train(model, self.tok, cfg, prompts, reward=lambda i, text: fn(text, items[i]), generator=gen,
-                     progress=progress, checkpoints=checkpoint, every=every)
+                     progress=progress, checkpoints=checkpoint, every=every, micro_batch=self.micro)
 
     @contextlib.contextmanager
     def start(self, name: str, seed: int):

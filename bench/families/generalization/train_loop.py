@@ -123,12 +123,13 @@ def steps_for_flops(tok, n_params: int, cfg: TrainConfig, prompts: list[str], ta
 def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str] | None = None,
           reward: Callable[[int, str], float] | None = None, generator: torch.Generator,
           progress: Callable[[float, str], None] = lambda f, m="": None,
-          checkpoints: Callable[[int], None] | None = None, every: int = 0) -> Curve:
+          checkpoints: Callable[[int], None] | None = None, every: int = 0, micro_batch: int | None = None) -> Curve:
     """`cfg.steps` engine steps over `prompts` in order (cycling), ``cfg.recipe.batch`` prompts a step.
 
     SFT needs `targets` (verified solutions, one per prompt) and trains on the engine's answer loss; RL needs
-    `reward(prompt index, text)` and samples with `generator`.  With `every`, `checkpoints(step)` is called after
-    every `every`-th step (not after the last).
+    `reward(prompt index, text)` and samples with `generator`; its update passes `micro_batch` completions at a
+    time (None: a step's all).  With `every`, `checkpoints(step)` is called after every `every`-th step (not
+    after the last).
     """
     def after(step: int) -> None:
         if checkpoints is not None and every and step % every == 0:
@@ -139,7 +140,7 @@ def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str
         values = engine.fit(model, tok, examples, cfg.recipe, progress=progress, after_step=after)
     else:
         values = policy.fit_policy(model, tok, prompts, reward, cfg.recipe, cfg.sampling, generator=generator,
-                                   progress=progress, after_step=after)
+                                   progress=progress, after_step=after, micro_batch=micro_batch)
     return curve_of(tok, cfg, prompts, targets, values)
 
 

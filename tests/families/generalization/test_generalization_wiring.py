@@ -32,8 +32,8 @@ def test_each_rl_sample_is_rewarded_against_the_hand_of_its_own_prompt(tiny_toke
     solution_of: dict[str, str] = {}  # prompt → the target the SFT arm trained on for it
 
     def scripted_train(model, tok, cfg, prompts, *, targets=None, reward=None, generator, progress=None,
-                       checkpoints=None, every=0):
-        calls.append({"method": cfg.method, "prompts": list(prompts), "targets": targets})
+                       checkpoints=None, every=0, micro_batch=None):
+        calls.append({"method": cfg.method, "prompts": list(prompts), "targets": targets, "micro": micro_batch})
         if cfg.method == "sft":
             solution_of.update(zip(prompts, targets))
             values = [1.0] * cfg.steps
@@ -56,6 +56,7 @@ def test_each_rl_sample_is_rewarded_against_the_hand_of_its_own_prompt(tiny_toke
     # each seed sees the same six hands, in its own order; RL and SFT of one seed in the same order
     assert set(sft[0]["prompts"]) == set(sft[1]["prompts"]) and sft[0]["prompts"] != sft[1]["prompts"]
     assert [c["prompts"] for c in rl] == [sft[0]["prompts"], sft[1]["prompts"]] * 2  # rl 0, 1; base_rl 0, 1
+    assert {c["micro"] for c in rl} == {PARAMS["micro_batch"]}  # the RL update's parts: the spec's micro_batch
     rewards = frame[frame["metric"] == "train_reward"]
     assert set(rewards["stage"]) == {"rl", "base_rl"}
     assert len(rewards) == 2 * 2 * PARAMS["steps"]

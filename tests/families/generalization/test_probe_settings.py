@@ -313,9 +313,10 @@ def test_an_arms_training_gets_its_hands_progress_checkpoints_and_generator(tiny
     ctx.progress = lambda f, m="": said.append((f, m))
     ctx.generator = lambda stream: streams.append(stream) or f"gen{stream}"
 
-    def train(model, tok, cfg, prompts, *, generator, progress, checkpoints, every, targets=None, reward=None):
+    def train(model, tok, cfg, prompts, *, generator, progress, checkpoints, every, targets=None, reward=None,
+              micro_batch=None):
         got.update(model=model, cfg=cfg, prompts=prompts, generator=generator, every=every, targets=targets,
-                   reward=reward)
+                   reward=reward, micro_batch=micro_batch)
         progress(0.25, "step 1")
         progress(0.5)
         checkpoints(3)
@@ -329,6 +330,7 @@ def test_an_arms_training_gets_its_hands_progress_checkpoints_and_generator(tiny
     assert run._fit("the model", cfg, arm, items, 2) == "curve"
     assert got["prompts"] == run.prompts(items) and got["model"] == "the model" and got["cfg"] is cfg
     assert got["every"] == cfg.steps // 6 and isinstance(got["every"], int)  # curve_points = 5
+    assert got["micro_batch"] == (run.micro if arm != "sft" else None)  # the RL update's parts
     assert said == [(0.25, f"{arm}: step 1"), (0.5, f"{arm}: ")]
     assert run._ckpts == [(arm, 2, cfg, 3, ("scored", "the model", arm, 2))]
     stream = 20 + 100 * 2 + (arm == "base_rl")  # the RL arm from the base model draws apart from the other RL arm
