@@ -231,15 +231,22 @@ def _first_reaching(psi: float, reject: np.ndarray, power: float, at) -> int:
     seconds when m reaches thousands.  Each m's distribution of discordant pairs is built from the last one's
     (P_m(d) = (1 − ψ)·P_(m−1)(d) + ψ·P_(m−1)(d − 1), a convex combination: its rounding stays near m·ε), and an m
     that comes within _SCREEN of `power` is settled by the exact at(m), so the answer is the exact scan's."""
-    f = np.zeros(len(reject))
+    for m, pmf in _discordant_pmfs(psi, MAX_PAIRS):
+        if float(np.dot(pmf, reject[: m + 1])) >= power - _SCREEN and at(m) >= power:
+            return m
+    raise AssertionError("at(MAX_PAIRS) reached the power, so some m does")  # pragma: no cover
+
+
+def _discordant_pmfs(psi: float, last: int):
+    """(m, the Binomial(m, ψ) pmf over 0 … m) for m = 1 … `last`, each built from the one before (a view into one
+    buffer: read it before the next)."""
+    f = np.zeros(last + 1)
     f[0] = 1.0
-    for m in range(1, MAX_PAIRS + 1):
+    for m in range(1, last + 1):
         shifted = f[: m] * psi
         f[: m] *= 1.0 - psi
         f[1: m + 1] += shifted
-        if float(np.dot(f[: m + 1], reject[: m + 1])) >= power - _SCREEN and at(m) >= power:
-            return m
-    raise AssertionError("at(MAX_PAIRS) reached the power, so some m does")  # pragma: no cover
+        yield m, f[: m + 1]
 
 
 

@@ -345,6 +345,26 @@ def test_mcnemar_power_names_the_first_n_an_exact_scan_names():
         assert mcnemar_power(effect, psi, 30, alpha, power)[1] == _first_reaching_by_scan(effect, psi, alpha, power)
 
 
+def test_discordant_pmfs_are_the_binomials():
+    """Known answer: each m's distribution of discordant pairs built from the last is scipy's Binomial(m, ψ) pmf."""
+    from bench.stats.comparisons import _discordant_pmfs
+
+    seen = {m: pmf.copy() for m, pmf in _discordant_pmfs(0.3, 600) if m in (1, 2, 17, 600)}
+    assert sorted(seen) == [1, 2, 17, 600]
+    for m, pmf in seen.items():
+        np.testing.assert_allclose(pmf, stats.binom.pmf(np.arange(m + 1), m, 0.3), rtol=1e-9, atol=1e-300)
+
+
+def test_mcnemar_power_finds_a_need_at_the_end_of_its_range(monkeypatch):
+    """The last n searched counts: with the range cut to 42 pairs, the 42 that a drop of 0.2 at ψ 0.25 needs."""
+    from bench.stats import comparisons
+
+    monkeypatch.setattr(comparisons, "MAX_PAIRS", 42)
+    assert comparisons.mcnemar_power(0.2, 0.25, 20, 0.05, 0.8)[1] == 42
+    monkeypatch.setattr(comparisons, "MAX_PAIRS", 41)
+    assert comparisons.mcnemar_power(0.2, 0.25, 20, 0.05, 0.8)[1] == 42  # said "n > 41"
+
+
 def test_mcnemar_power_beyond_the_pairs_it_searches_says_so():
     """A drop too small for MAX_PAIRS pairs to show with 80% power: the n it gives is MAX_PAIRS + 1, and the
     reason says "n > MAX_PAIRS" rather than a number it never reached."""

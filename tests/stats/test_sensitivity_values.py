@@ -164,29 +164,29 @@ def _need_by_scan(null, alt, alpha, start):
     return next((n for n in range(max(1, start), 3000) if exact_power(n, null, alt, alpha) >= 0.8), None)
 
 
+NEED_CASES = ((0.5, 0.7, 0.05, 1), (0.5, 0.3, 0.05, 1), (0.0, 0.1, 0.05, 1), (1.0, 0.9, 0.05, 1),
+              (0.2, 0.25, 0.01, 5), (0.8, 0.75, 0.05, 3), (0.5, 0.6, 1 / 16, 1), (0.1, 0.02, 0.05, 40),
+              (0.95, 0.99, 0.05, 1), (0.5, 0.95, 1 / 16, 1), (0.5, 0.05, 1 / 16, 1), (0.5, 0.01, 0.05, 1),
+              (0.5, 0.99, 0.05, 1))
+
+
 def test_binomial_need_is_the_first_n_an_exact_scan_finds():
     """Known answer: the n of a one-by-one scan of the exact test's power (counted afresh by exact_power), in both
     tails, at α = 0.05, 0.01 and 1/16 (a tail probability of ½-binomials, where p < α must not reject at p = α), and
     from a later start; a critical count off by one anywhere in the range names another n."""
-    cases = ((0.5, 0.7, 0.05, 1), (0.5, 0.3, 0.05, 1), (0.0, 0.1, 0.05, 1), (1.0, 0.9, 0.05, 1),
-             (0.2, 0.25, 0.01, 5), (0.8, 0.75, 0.05, 3), (0.5, 0.6, 1 / 16, 1), (0.1, 0.02, 0.05, 40),
-             (0.95, 0.99, 0.05, 1))
-    for null, alt, alpha, start in cases:
+    for null, alt, alpha, start in NEED_CASES:
         assert sensitivity._binomial_need(null, alt, alpha, start) == _need_by_scan(null, alt, alpha, start), (null, alt)
 
 
-def test_settle_moves_any_start_onto_the_rejection_regions_edge():
-    """From the far ends of the range (every count, or none, rejecting), the critical count of each n is moved to
-    the one found by counting: the smallest k with P(X ≥ k | 0.3) < α, the largest with P(X ≤ k | 0.3) < α."""
-    n = np.arange(1, 120)
-    upper = np.array([next(k for k in range(m + 2) if stats.binom.sf(k - 1, m, 0.3) < 0.05) for m in n])
-    lower = np.array([max([k for k in range(m + 1) if stats.binom.cdf(k, m, 0.3) < 0.05], default=-1) for m in n])
-    up = lambda k: stats.binom.sf(k - 1, n, 0.3) < 0.05  # noqa: E731
-    down = lambda k: (k >= 0) & (stats.binom.cdf(k, n, 0.3) < 0.05)  # noqa: E731
-    for start in (np.zeros_like(n), n + 1):
-        assert (sensitivity._settle(start, up, +1, np.zeros_like(n), n + 1) == upper).all()
-    for start in (np.full_like(n, -1), n.copy()):
-        assert (sensitivity._settle(start, down, -1, np.full_like(n, -1), n) == lower).all()
+@pytest.mark.parametrize("off", [-3, 3])
+def test_binomial_need_settles_a_quantile_guess_that_is_off(monkeypatch, off):
+    """The quantiles only start the search: with every guess `off` counts from them, the critical counts are moved
+    onto the same edges and the n named is the scan's."""
+    isf, ppf = stats.binom.isf, stats.binom.ppf
+    monkeypatch.setattr(sensitivity.stats.binom, "isf", lambda q, n, p: isf(q, n, p) + off)
+    monkeypatch.setattr(sensitivity.stats.binom, "ppf", lambda q, n, p: ppf(q, n, p) + off)
+    for null, alt, alpha, start in NEED_CASES:
+        assert sensitivity._binomial_need(null, alt, alpha, start) == _need_by_scan(null, alt, alpha, start), (null, alt)
 
 
 def test_binomial_need_of_thousands_and_beyond_the_range():
