@@ -146,6 +146,7 @@ def test_power_of_edges():
     assert sensitivity.power_of(verdict(20, 0.1, 0.1), 0.3, +1, False)[:2] == (1.0, 20)
     n_none = Verdict(Outcome.REFUTED, "r", "threshold", "m", 0.1, 0.0, 0.2)
     assert sensitivity.power_of(n_none, 0.3, +1, False)[:2] == (0.0, None)  # no n: no power
+    assert sensitivity.power_of(n_none, 0.3, +1, True)[0] == 0.0  # exact as well: no unit, no rejection
     pw, need, _ = sensitivity.power_of(verdict(30, 0.0, 0.1), 0.2, +1, True)  # binary: exact, CI not read
     assert pw == pytest.approx(exact_power(30, 0.0, 0.2, 0.05)) and need == 30
     pw, need, _ = sensitivity.power_of(verdict(6, 0.0, 0.1), 0.2, +1, True)

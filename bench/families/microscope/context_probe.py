@@ -58,19 +58,30 @@ def full_prefix_examples(item: Item, k: int) -> list[tuple[int, tuple[int, ...]]
 
 def build_pool(model, items: list[Item], k: int, micro: int) -> tuple[Pool, pd.DataFrame]:
     """States (n, L+1, d) and prefixes (n, k) of every full-prefix token of `items`, and their (sample, position,
-    cls) index."""
-    states, prefixes, index = [], [], []
-    for group, ids, mask in batches(items, micro, pad_id(model.tokenizer)):
+    cls) index.  The pool is allocated once and each batch's selected tokens copied into it: a view of a token in
+    the batch's (L+1, B, T, d) states would keep the whole batch alive until the end (every position of every
+    training text at once: the full profile was killed for memory on a 24 GiB machine)."""
+    chosen = [full_prefix_examples(it, k) for it in items]
+    n = sum(map(len, chosen))
+    shape = (n, model.arch.n_layers + 1, model.arch.d_model)
+    states, prefixes, index, at = None, [], [], 0
+    for start, (group, ids, mask) in zip(range(0, len(items), micro), batches(items, micro, pad_id(model.tokenizer))):
         st, _ = block_states(model, ids, mask)  # (L+1, B, T, d)
-        for j, it in enumerate(group):
-            for p, pre in full_prefix_examples(it, k):
-                states.append(st[:, j, p])
-                prefixes.append(pre)
-                index.append((it.sample, p, it.classes[p]))
-    if not states:
-        return (Pool(torch.zeros(0, model.arch.n_layers + 1, model.arch.d_model), torch.zeros(0, k, dtype=torch.long)),
+        rows = [(j, p, pre) for j, it in enumerate(group) for p, pre in chosen[start + j]]
+        if not rows:
+            continue
+        if states is None:
+            states = st.new_empty(shape)
+        js, ps = torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
+        states[at: at + len(rows)] = st[:, js, ps].transpose(0, 1)
+        at += len(rows)
+        prefixes += [pre for _, _, pre in rows]
+        index += [(group[j].sample, p, group[j].classes[p]) for j, p, _ in rows]
+        del st
+    if not n:
+        return (Pool(torch.zeros(0, *shape[1:]), torch.zeros(0, k, dtype=torch.long)),
                 pd.DataFrame(columns=["sample", "position", "cls"]))
-    return (Pool(torch.stack(states), torch.tensor(prefixes, dtype=torch.long)),
+    return (Pool(states, torch.tensor(prefixes, dtype=torch.long)),
             pd.DataFrame(index, columns=["sample", "position", "cls"]))
 
 

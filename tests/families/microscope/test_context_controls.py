@@ -517,6 +517,36 @@ def test_a_pool_holds_each_full_prefix_tokens_states_prefix_and_index(monkeypatc
                                                                                                     "position", "cls"]
 
 
+def test_a_pool_keeps_no_batchs_states_alive(monkeypatch):
+    """Each batch's (L+1, B, T, d) states are freed before the next batch runs (the pool copies the tokens it
+    keeps; a view of one would hold the whole batch until the end: every training text at once at full size), and
+    the pool is the same as one built from the batches stacked."""
+    import weakref
+
+    from bench.families.microscope import context_probe as cp
+
+    items = [types.SimpleNamespace(sample=s, classes=["s", "w", "p", "w"]) for s in range(3)]
+    made, alive = [], []
+
+    def block_states(model, ids, mask):
+        alive.append(sum(r() is not None for r in made))  # earlier batches' states still held when this one runs
+        st = torch.randn(3, 1, 4, 5)  # (L+1, B, T, d)
+        made.append(weakref.ref(st))
+        kept.append(st.clone())
+        return st, None
+
+    kept = []
+    monkeypatch.setattr(cp, "batches", lambda its, micro, pad: [([it], None, None) for it in its])
+    monkeypatch.setattr(cp, "pad_id", lambda tok: 0)
+    monkeypatch.setattr(cp, "block_states", block_states)
+    monkeypatch.setattr(cp, "full_prefix_examples", lambda it, k: [(2, [1, 2]), (3, [2, 3])])
+    model = types.SimpleNamespace(tokenizer=None, arch=types.SimpleNamespace(n_layers=2, d_model=5))
+    pool, index = cp.build_pool(model, items, 2, 1)
+    assert alive == [0, 0, 0]
+    assert torch.equal(pool.states, torch.stack([k[:, 0, p] for k in kept for p in (2, 3)]))
+    assert index["sample"].tolist() == [0, 0, 1, 1, 2, 2]
+
+
 READOUT = ("decoder: a probing approximation of C_i, not the paper's decoder — per-offset readouts (2 vectors in the "
            "residual space, read through the frozen unembedding) from an MLP of width 4, dropout 0.1, weight decay 0")
 PAPER = ("decoder: the paper's — all of 2 blocks of a copy of the model with LoRA r = 8 (α = 16, lr 0.0002) on every "
