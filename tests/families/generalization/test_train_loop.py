@@ -181,10 +181,10 @@ def test_rl_rewards_each_sample_against_its_own_prompt(tiny_tokenizer):
     seen = []
     real = policy.policy_update
 
-    def capture(model, opt, comp, rewards, group):
+    def capture(model, opt, comp, rewards, group, micro_batch=None):
         seen.append(rewards.tolist())
         assert list(comp.texts) and len(comp.texts) == len(rewards)
-        return real(model, opt, comp, rewards, group)
+        return real(model, opt, comp, rewards, group, micro_batch)
 
     import unittest.mock as mock
 
