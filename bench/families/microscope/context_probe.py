@@ -68,16 +68,14 @@ def build_pool(model, items: list[Item], k: int, micro: int) -> tuple[Pool, pd.D
     for start, (group, ids, mask) in zip(range(0, len(items), micro), batches(items, micro, pad_id(model.tokenizer))):
         st, _ = block_states(model, ids, mask)  # (L+1, B, T, d)
         rows = [(j, p, pre) for j, it in enumerate(group) for p, pre in chosen[start + j]]
-        if not rows:
-            continue
-        if states is None:
-            states = st.new_empty(shape)
-        js, ps = torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
-        states[at: at + len(rows)] = st[:, js, ps].transpose(0, 1)
-        at += len(rows)
-        prefixes += [pre for _, _, pre in rows]
-        index += [(group[j].sample, p, group[j].classes[p]) for j, p, _ in rows]
-        del st
+        if rows:
+            states = st.new_empty(shape) if states is None else states
+            js, ps = torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
+            states[at: at + len(rows)] = st[:, js, ps].transpose(0, 1)
+            at += len(rows)
+            prefixes += [pre for _, _, pre in rows]
+            index += [(group[j].sample, p, group[j].classes[p]) for j, p, _ in rows]
+        del st  # before the next batch's states are computed, a batch with no chosen token included
     if not n:
         return (Pool(torch.zeros(0, *shape[1:]), torch.zeros(0, k, dtype=torch.long)),
                 pd.DataFrame(columns=["sample", "position", "cls"]))
