@@ -329,11 +329,12 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
         if (final / "meta.json").is_file():
             try:
                 losses = _load(model, final, recipe)
-                yield Trained(model, losses, key, cached=True, info={"steps": len(losses)})
-                return
             except Exception:  # noqa: BLE001 - a damaged entry is retrained, never trusted
                 shutil.rmtree(final, ignore_errors=True)
                 _reset(model, base, recipe)
+            else:  # (an error in the caller's block is the caller's: it neither deletes the entry nor retrains)
+                yield Trained(model, losses, key, cached=True, info={"steps": len(losses)})
+                return
         if train_hook:
             train_hook(recipe.n_steps(len(examples)))
         partial = final.with_name(final.name + ".partial")

@@ -248,3 +248,21 @@ def test_fit_runs_a_batchs_shared_prefix_once(one_thread, tok):
     hook.remove()
     share, width = train.prefix_sharing(model)(rows), max(len(ids) for ids, _ in rows)
     assert share > 0 and seen == [share, len(rows) * (width - share)]
+
+
+def test_an_error_in_the_callers_block_is_the_callers_and_keeps_the_cached_entry(one_thread, tok, tmp_path):
+    """An exception raised inside ``with derived(...)`` on a cached entry reaches the caller as it was, and the
+    entry stays (it was taken for a damaged one: deleted, retrained, and the error lost behind "generator
+    didn't stop after throw()")."""
+    base = tiny(tok)
+    rec = lora_recipe(steps=2)
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path):
+        pass
+    calls = []
+    with pytest.raises(Killed):
+        with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path, train_hook=calls.append) as t:
+            assert t.cached
+            raise Killed()
+    assert calls == [] and (train.entry_dir(train.train_key("fp", FACTS, rec), tmp_path) / "meta.json").is_file()
+    with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path, train_hook=calls.append) as t:
+        assert t.cached and calls == []
