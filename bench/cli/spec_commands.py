@@ -127,6 +127,9 @@ def cache_(ctx):
     click.echo(f"cache: {s['root']}")
     click.echo(f"{s['frames']} cell frames and {s['memos']} sub-results: {_size(s['entries_bytes'])}")
     click.echo(f"converted models: {_size(s['models_bytes'])}   total: {_size(s['total_bytes'])}")
+    if s["saved_states"]:
+        click.echo(f"saved states of unfinished training runs (the same command resumes them): {s['saved_states']}, "
+                   f"{_size(s['saved_states_bytes'])}")
     by_probe: dict[str, int] = {}
     for e in upkeep.entries():
         if e.kind == "frame":
@@ -149,6 +152,11 @@ def cache_prune(runs_dir):
     n, freed = upkeep.prune(runs_dir)
     click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} ({_size(freed)}) and {swept} temporary files; "
                f"kept {len(upkeep.referenced_keys(runs_dir))} referenced by runs in {runs_dir}")
+    states = upkeep.saved_states()
+    if states:
+        click.echo(f"kept {len(states)} saved state{'s' if len(states) != 1 else ''} of unfinished training runs "
+                   f"({_size(sum(p.stat().st_size for p in states))}, which the same command resumes); delete "
+                   f"{states[0].parent.parent} to drop them")
 
 
 def _size(n: int) -> str:

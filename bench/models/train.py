@@ -14,9 +14,9 @@ initialisation, dropout and batch order draw from one generator seeded by the re
 :func:`derived` is what probes call: "this base model + this recipe + these examples" → the trained model,
 cached by content hash under ``$BENCH_CACHE/trained/<k[:2]>/<k>/`` (model fingerprint, examples, recipe).  An
 entry is written to a temp folder and renamed into place, so a killed run leaves no half-written entry, only a
-temp folder that the next run removes.  With ``checkpoint_every`` the loop also saves its state every N steps in
-``<k>.partial/`` and a re-run resumes from there (bit-identically: the batch order and the RNG state are
-restored).
+temp folder that the next run removes.  The loop also saves its state in ``<k>.partial/`` every
+``$BENCH_SAVE_EVERY`` seconds (and every ``checkpoint_every`` steps where a recipe asks) and a re-run resumes from
+there (bit-identically: the batch order and the RNG state are restored; :mod:`bench.ground.resume`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from bench.models.adapters import (  # noqa: F401 (the engine's names for its ad
     Targets, TrainError, full_copy, lora_adapters, lora_targets, recipe_adapters, target_modules)
 from bench.models.logits import logit_cap, softcap
 from bench.models.precision import LOW_PRECISION, MasterAdamW
+from bench.ground.resume import Resume, maybe_save, restore, snapshot
 
 ENGINE_VERSION = 3  # 2: the fused AdamW kernel (the same update, rounded differently; ~10x faster per step)
 # 3: a batch's common prompt prefix runs once (answer loss, no dropout): the same loss up to float rounding
@@ -69,7 +70,7 @@ class Recipe:
     rslora: bool = True             # scale alpha / sqrt(r) instead of alpha / r
     dropout: float = 0.1
     targets: Targets = "ffn"        # which linears get adapters: FFN in/out, attention q/k/v/o, or both
-    checkpoint_every: int = 0       # save resumable state every N steps (0: never)
+    checkpoint_every: int = 0       # also save resumable state every N steps (0: by wall time only)
     loss: Literal["answer", "example"] = "answer"  # the loss on the answer's tokens, or on the whole example
     order: Literal["shuffled", "cycle"] = "shuffled"  # a fresh permutation per epoch, or the examples in order
 
@@ -244,11 +245,11 @@ def optimizer(model: nn.Module, recipe: Recipe, steps: int):
 
 
 def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe, *,
-        progress: Callable[[float, str], None] = lambda f, m="": None, state_dir: Path | None = None,
+        progress: Callable[[float, str], None] = lambda f, m="": None, resume: Resume | None = None,
         head_positions_only: bool = True, after_step: Callable[[int], None] | None = None) -> list[float]:
     """Train `model` in place (its trainable parameters are whatever requires grad) and return the losses.
 
-    With `state_dir` and ``recipe.checkpoint_every``, resumable state is saved there and picked up again.
+    With `resume`, the loop's state is saved there now and then and picked up again (:mod:`bench.ground.resume`).
     `after_step(step)` is called after every step but the last (a caller scoring the model part-way)."""
     if not examples:
         raise TrainError("no training examples")
@@ -258,21 +259,10 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
     steps, order = recipe.n_steps(len(rows)), batch_order(len(rows), recipe)
     opt, sched = optimizer(model, recipe, steps)
-    losses: list[float] = []
-    start = 0
-    resume = state_dir / "state.pt" if state_dir is not None else None
-    if resume is not None and resume.is_file():
-        st = torch.load(resume, weights_only=False)
-        named = dict(_trainable(model))
-        with torch.no_grad():
-            for n, t in st["params"].items():
-                named[n].copy_(t)
-        opt.load_state_dict(st["opt"])
-        sched.load_state_dict(st["sched"])
-        torch.set_rng_state(st["rng"])
-        start, losses = st["step"], list(st["losses"])
-    else:
-        torch.manual_seed(recipe.seed + 1)  # dropout masks
+    torch.manual_seed(recipe.seed + 1)  # dropout masks
+    params = _trainable(model)
+    saved = restore(resume, params, opt, sched=sched)
+    start, losses = (saved["step"], list(saved["losses"])) if saved else (0, [])
     shared = prefix_sharing(model)
     model.train()
     try:
@@ -286,22 +276,13 @@ def fit(model: nn.Module, tokenizer, examples: Sequence[Example], recipe: Recipe
             sched.step()
             losses.append(float(loss.detach()))
             progress((step + 1) / steps, f"training {recipe.method} step {step + 1}/{steps} loss {losses[-1]:.3f}")
-            if resume is not None and recipe.checkpoint_every and (step + 1) % recipe.checkpoint_every == 0 \
-                    and step + 1 < steps:
-                _save_state(resume, model, opt, sched, step + 1, losses)
             if after_step is not None and step + 1 < steps:
                 after_step(step + 1)
+            maybe_save(resume, step + 1, steps,
+                       lambda: snapshot(params, opt, sched=sched, step=step + 1, losses=list(losses)))
     finally:
         model.eval()
     return losses
-
-
-def _save_state(path: Path, model, opt, sched, step: int, losses: list[float]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save({"params": {n: p.detach().clone() for n, p in _trainable(model)}, "opt": opt.state_dict(),
-                "sched": sched.state_dict(), "rng": torch.get_rng_state(), "step": step, "losses": losses}, tmp)
-    os.replace(tmp, path)
 
 
 # ── cached derived models ───────────────────────────────────────────────────────────────────────────────────
@@ -338,8 +319,8 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
         if train_hook:
             train_hook(recipe.n_steps(len(examples)))
         partial = final.with_name(final.name + ".partial")
-        losses = fit(model, tokenizer, examples, recipe, progress=progress,
-                     state_dir=partial if recipe.checkpoint_every else None)
+        resume = Resume(partial / "state.pt", every_steps=recipe.checkpoint_every)
+        losses = fit(model, tokenizer, examples, recipe, progress=progress, resume=resume)
         _store(model, final, recipe, losses, trained)
         shutil.rmtree(partial, ignore_errors=True)
         yield Trained(model, losses, key, cached=False, info={"steps": len(losses)})

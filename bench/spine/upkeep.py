@@ -106,7 +106,7 @@ def sweep(runs_dir: Path | None = None, root: Path | None = None, note: Callable
                 with contextlib.suppress(OSError):
                     lock.unlink(missing_ok=True)
     removed = 0
-    places = [root / "frames", root / "data", root / "gguf", root]
+    places = [root / "frames", root / "data", root / "gguf", root / "partial", root / "trained", root]
     if runs_dir is not None and Path(runs_dir).is_dir():
         places += [d for d in Path(runs_dir).iterdir() if d.is_dir()]
     for place in places:
@@ -242,6 +242,13 @@ def prune(runs_dir: Path, root: Path | None = None) -> tuple[int, int]:
     return removed, freed
 
 
+def saved_states(root: Path | None = None) -> list[Path]:
+    """The saved states of training runs that have not finished (a killed run's, which the next run of the same
+    command resumes: :mod:`bench.ground.resume`)."""
+    d = (root or cache_root()) / "partial"
+    return sorted(d.glob("*/*.pt")) if d.is_dir() else []
+
+
 def summary(root: Path | None = None) -> dict[str, Any]:
     root = root or cache_root()
     es = entries(root)
@@ -251,6 +258,8 @@ def summary(root: Path | None = None) -> dict[str, Any]:
         "memos": sum(e.kind == "memo" for e in es),
         "entries_bytes": sum(e.bytes for e in es),
         "models_bytes": folder_bytes(root / "models") if (root / "models").is_dir() else 0,
+        "saved_states": len(saved_states(root)),
+        "saved_states_bytes": sum(p.stat().st_size for p in saved_states(root)),
         "total_bytes": sum(folder_bytes(c) if c.is_dir() else c.lstat().st_size for c in root.iterdir())
         if root.is_dir() else 0,  # each top folder walked on its own: a linked models folder counts too
     }

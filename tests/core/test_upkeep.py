@@ -41,7 +41,9 @@ def test_sweep_removes_what_dead_processes_left(tmp_path):
     try:
         orphan = d / f".abc.parquet.{dead}.xyz.tmp"
         mine = d / f".abc.parquet.{alive.pid}.xyz.tmp"
-        for p in (orphan, mine):
+        half_saved = cache / "partial" / "cd" / f".cd12.pt.{dead}.q1w2.tmp"  # a training state killed mid-save
+        half_saved.parent.mkdir(parents=True)
+        for p in (orphan, mine, half_saved):
             p.write_bytes(b"half")
         conv = cache / "models" / f".convert-{dead}-q"
         conv.mkdir(parents=True)
@@ -54,7 +56,7 @@ def test_sweep_removes_what_dead_processes_left(tmp_path):
             assert conv.exists()
             fcntl.flock(f, fcntl.LOCK_UN)
         assert upkeep.sweep(None, cache) >= 1
-        assert not orphan.exists() and mine.exists() and not conv.exists()
+        assert not orphan.exists() and mine.exists() and not conv.exists() and not half_saved.exists()
     finally:
         alive.kill()
         alive.wait()
@@ -73,8 +75,16 @@ def test_cache_summary_and_prune(cli, tmp_path, monkeypatch):
     w.add({"spec": {"id": "a.b"}, "model": "m", "cache_key": "a" * 64, "verdict": {"outcome": "SUPPORTED"}}, None)
     r = cli("cache")
     assert r.exit_code == 0 and "2 cell frames and 1 sub-results" in r.output and "induction: 2" in r.output
+    assert "saved states" not in r.output
+    state = cache_root / "partial" / "ef" / ("ef" + "0" * 62 + ".pt")  # a killed training run's
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"x" * 2048)
+    r = cli("cache")
+    assert "saved states of unfinished training runs (the same command resumes them): 1, 2.0 KiB" in r.output
     r = cli("cache", "prune", "--runs-dir", runs)
     assert r.exit_code == 0 and "removed 2 entries" in r.output, r.output
     assert cache.get("a" * 64) is not None and cache.get("b" * 64) is None
+    assert state.exists() and "kept 1 saved state of unfinished training runs (2.0 KiB" in r.output
+    assert str(cache_root / "partial") in r.output
     r = cli("cache", "prune", "--runs-dir", tmp_path / "nowhere")
     assert r.exit_code == 2 and r.output.count("\n") == 1
