@@ -19,6 +19,7 @@ import torch
 
 from bench.models import decoding
 from bench.models import train as engine
+from bench.ground.resume import Resume, maybe_save, restore, snapshot
 
 
 @dataclass(frozen=True)
@@ -86,18 +87,28 @@ def policy_step(model, tok, opt, prompts: list[str], reward: Callable[[int, str]
 def fit_policy(model, tok, prompts: list[str], reward: Callable[[int, str], float], recipe: engine.Recipe,
                sampling: Sampling, *, generator: torch.Generator,
                progress: Callable[[float, str], None] = lambda f, m="": None,
-               after_step: Callable[[int], None] | None = None, micro_batch: int | None = None) -> list[float]:
+               after_step: Callable[[int], None] | None = None, micro_batch: int | None = None,
+               resume: Resume | None = None) -> list[float]:
     """Train `model` in place for ``recipe.n_steps`` policy-gradient steps over `prompts` (``recipe.batch`` a
     step, in the engine's batch order) and return each step's mean reward.  `after_step(step)` is called after
-    every step but the last; `micro_batch` bounds the completions an update passes at once (None: all)."""
+    every step but the last; `micro_batch` bounds the completions an update passes at once (None: all).  Dropout
+    masks are drawn from the recipe's seed (the same run gives the same weights whatever ran before it).  With
+    `resume`, the loop's state (the sampling `generator`'s included) is saved there now and then and picked up
+    again."""
     order = engine.batch_order(len(prompts), recipe)
     opt, sched = engine.optimizer(model, recipe, len(order))
-    out: list[float] = []
-    for s, idx in enumerate(order):
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    torch.manual_seed(recipe.seed + 1)  # dropout masks, as the engine's loop draws them
+    saved = restore(resume, params, opt, sched=sched, generators=[generator])
+    out: list[float] = list(saved["values"]) if saved else []
+    for s in range(saved["step"] if saved else 0, len(order)):
+        idx = order[s]
         out.append(policy_step(model, tok, opt, [prompts[i] for i in idx],
                                lambda k, text, idx=idx: reward(idx[k], text), sampling, generator, micro_batch))
         sched.step()
         progress((s + 1) / len(order), f"policy step {s + 1}/{len(order)} reward {out[-1]:.3f}")
         if after_step is not None and s + 1 < len(order):
             after_step(s + 1)
+        maybe_save(resume, s + 1, len(order), lambda: snapshot(params, opt, sched=sched, generators=[generator],
+                                                               step=s + 1, values=list(out)))
     return out

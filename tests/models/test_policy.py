@@ -130,3 +130,56 @@ def test_micro_batched_update_has_the_whole_batchs_gradient_and_loss(tiny_tokeni
         assert (a is None) == (b is None)
         if a is not None:
             torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+class _Killed(Exception):
+    pass
+
+
+def _rl(tiny_tokenizer, hf, resume=None, kill_at=None):
+    """Six policy steps of two prompts, three samples each, sampled at temperature 1 and rewarded by length:
+    the rewards curve and the trained adapters.  `kill_at`: raise once that many steps are done."""
+    recipe = engine.Recipe(steps=6, batch=2, lr=3e-3, r=4, alpha=8, targets="all", dropout=0.1, order="cycle",
+                           schedule="linear")
+
+    def progress(fraction, message=""):
+        if kill_at is not None and fraction >= kill_at / 6:
+            raise _Killed
+
+    with engine.recipe_adapters(hf, recipe) as wrapper:
+        model = wrapper.get_base_model()
+        curve = policy.fit_policy(model, tiny_tokenizer, [f"Q{k}:" for k in range(5)],
+                                  lambda i, text: float(len(text.strip())), recipe, policy.Sampling(3, 4, 1.0),
+                                  generator=torch.Generator().manual_seed(0), progress=progress, resume=resume)
+        return curve, {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+
+def test_a_killed_policy_run_resumes_to_the_same_rewards_and_weights(tiny_tokenizer, tmp_path):
+    """Known answer: a run killed after 4 of 6 steps (state saved every 2) and run again ends with the rewards
+    and adapters of the run that was never stopped, bit for bit — the sampling generator, the optimizer and the
+    schedule all resumed; a finished run's saved state hands back its curve without a step more."""
+    from bench.ground.resume import Resume
+
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    clean_curve, clean = _rl(tiny_tokenizer, hf)
+    path = tmp_path / "rl.pt"
+    with pytest.raises(_Killed):
+        _rl(tiny_tokenizer, hf, Resume(path, every_steps=2, every_s=0), kill_at=5)
+    assert torch.load(path, weights_only=False)["step"] == 4
+    curve, got = _rl(tiny_tokenizer, hf, Resume(path, every_steps=2, every_s=0))
+    assert curve == clean_curve and len(set(curve)) > 1
+    assert all(torch.equal(got[n], clean[n]) for n in clean)
+    # finished: no step is left to run (one would report progress and be killed), the same curve and weights
+    curve, got = _rl(tiny_tokenizer, hf, Resume(path, every_steps=2, every_s=0), kill_at=0)
+    assert curve == clean_curve and all(torch.equal(got[n], clean[n]) for n in clean)
+
+
+def test_a_policy_run_is_the_same_whatever_the_process_drew_before(tiny_tokenizer):
+    """Dropout masks come from the recipe's seed, as in the engine's SFT loop: two runs after different draws
+    from the global generator give the same weights (they did not before: the masks followed the process)."""
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+    torch.manual_seed(1)
+    _, a = _rl(tiny_tokenizer, hf)
+    torch.manual_seed(2)
+    _, b = _rl(tiny_tokenizer, hf)
+    assert all(torch.equal(a[n], b[n]) for n in a)
