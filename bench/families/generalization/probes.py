@@ -21,6 +21,7 @@ import pandas as pd
 from bench.ground.errors import BenchError
 from bench.ground.ranges import Count, NonNegative
 from bench.ground.registry import probe_def
+from bench.ground.resume import Resume
 from bench.families.generalization import tasks
 from bench.families.generalization.schemas import StageScores
 from bench.families.generalization.train_loop import (
@@ -214,9 +215,13 @@ class _Run:
             hp = {**({} if name == "base_rl" else hp), "train": cfg.describe(), "reward": self.plan["reward"],
                   "curve_points": self.plan["curve_points"]}
         parts = {**self.base, "stage": name, "run_seed": seed, "hp": hp}
-        return self.ctx.memo(parts, lambda: self._compute(name, seed))
+        resume = self.ctx.resume(parts) if name not in ("base", "initial") else None  # an arm's training run
+        frame = self.ctx.memo(parts, lambda: self._compute(name, seed, resume))
+        if resume is not None:  # stored: its saved state has done its job
+            resume.clear()
+        return frame
 
-    def _compute(self, name: str, seed: int | None) -> pd.DataFrame:
+    def _compute(self, name: str, seed: int | None, resume: Resume | None = None) -> pd.DataFrame:
         if name == "base":
             return self.evaluate(self.hf, "base")
         if name == "initial":
@@ -227,7 +232,7 @@ class _Run:
                                   self.evaluate(t.model, "initial")], ignore_index=True)
         cfg = self.sft_cfg(seed) if name == "sft" else self.rl_cfg()
         with self.start(name, seed) as model:
-            curve = self._fit(model, cfg, name, self.order(seed), seed)
+            curve = self._fit(model, cfg, name, self.order(seed), seed, resume)
             final = self.evaluate(model, name, seed)
         return pd.concat([*self._ckpts, self._ckpt_rows(name, seed, cfg, cfg.steps, final),
                           self._curve_rows(name, seed, cfg, curve), final], ignore_index=True)
@@ -246,22 +251,28 @@ class _Run:
         return pd.concat([_rows("ckpt_accuracy", name, acc.to_numpy(), split=list(acc.index), step=step, seed=seed),
                           _rows("ckpt_flops", name, [flops], step=step, seed=seed)], ignore_index=True)
 
-    def _fit(self, model, cfg: TrainConfig, name: str, items, seed: int | None):
+    def _fit(self, model, cfg: TrainConfig, name: str, items, seed: int | None, resume: Resume | None = None):
+        """Train an arm's run; the evaluations at its checkpoints go to ``self._ckpts`` (and with `resume`, into
+        the saved state, so a resumed run has those of the steps before its last save)."""
         prompts = self.prompts(items)
         progress = lambda f, m="": self.ctx.progress(f, f"{name}: {m}")
-        self._ckpts = []
+        carry = resume.carry if resume is not None else {}
+        carry["ckpts"] = []
         every = cfg.steps // (self.plan["curve_points"] + 1)  # an arm's run (every caller names its seed)
 
         def checkpoint(step: int) -> None:
-            self._ckpts.append(self._ckpt_rows(name, seed, cfg, step, self.evaluate(model, name, seed)))
+            carry["ckpts"].append(self._ckpt_rows(name, seed, cfg, step, self.evaluate(model, name, seed)))
 
         gen = self.ctx.generator(stream=20 + 100 * (seed or 0) + (name == "base_rl"))
+        kw = dict(generator=gen, progress=progress, checkpoints=checkpoint, every=every, resume=resume)
         if cfg.method == "sft":
-            return train(model, self.tok, cfg, prompts, targets=self.targets(items), generator=gen,
-                         progress=progress, checkpoints=checkpoint, every=every)
-        fn = tasks.REWARDS[self.plan["reward"]]
-        return train(model, self.tok, cfg, prompts, reward=lambda i, text: fn(text, items[i]), generator=gen,
-                     progress=progress, checkpoints=checkpoint, every=every, micro_batch=self.micro)
+            curve = train(model, self.tok, cfg, prompts, targets=self.targets(items), **kw)
+        else:
+            fn = tasks.REWARDS[self.plan["reward"]]
+            curve = train(model, self.tok, cfg, prompts, reward=lambda i, text: fn(text, items[i]),
+                          micro_batch=self.micro, **kw)
+        self._ckpts = list(carry["ckpts"])
+        return curve
 
     @contextlib.contextmanager
     def start(self, name: str, seed: int):

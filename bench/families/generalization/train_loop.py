@@ -18,6 +18,7 @@ from typing import Literal
 
 import torch
 
+from bench.ground.resume import Resume
 from bench.models import policy
 from bench.models import train as engine
 
@@ -123,13 +124,14 @@ def steps_for_flops(tok, n_params: int, cfg: TrainConfig, prompts: list[str], ta
 def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str] | None = None,
           reward: Callable[[int, str], float] | None = None, generator: torch.Generator,
           progress: Callable[[float, str], None] = lambda f, m="": None,
-          checkpoints: Callable[[int], None] | None = None, every: int = 0, micro_batch: int | None = None) -> Curve:
+          checkpoints: Callable[[int], None] | None = None, every: int = 0, micro_batch: int | None = None,
+          resume: Resume | None = None) -> Curve:
     """`cfg.steps` engine steps over `prompts` in order (cycling), ``cfg.recipe.batch`` prompts a step.
 
     SFT needs `targets` (verified solutions, one per prompt) and trains on the engine's answer loss; RL needs
     `reward(prompt index, text)` and samples with `generator`; its update passes `micro_batch` completions at a
     time (None: a step's all).  With `every`, `checkpoints(step)` is called after every `every`-th step (not
-    after the last).
+    after the last).  With `resume`, the run's state is saved there now and then and a killed run picks it up.
     """
     def after(step: int) -> None:
         if checkpoints is not None and every and step % every == 0:
@@ -137,10 +139,10 @@ def train(model, tok, cfg: TrainConfig, prompts: list[str], *, targets: list[str
 
     if cfg.method == "sft":
         examples = [engine.Example(p, t) for p, t in zip(prompts, targets)]
-        values = engine.fit(model, tok, examples, cfg.recipe, progress=progress, after_step=after)
+        values = engine.fit(model, tok, examples, cfg.recipe, progress=progress, after_step=after, resume=resume)
     else:
         values = policy.fit_policy(model, tok, prompts, reward, cfg.recipe, cfg.sampling, generator=generator,
-                                   progress=progress, after_step=after, micro_batch=micro_batch)
+                                   progress=progress, after_step=after, micro_batch=micro_batch, resume=resume)
     return curve_of(tok, cfg, prompts, targets, values)
 
 

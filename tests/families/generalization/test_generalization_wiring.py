@@ -32,8 +32,9 @@ def test_each_rl_sample_is_rewarded_against_the_hand_of_its_own_prompt(tiny_toke
     solution_of: dict[str, str] = {}  # prompt → the target the SFT arm trained on for it
 
     def scripted_train(model, tok, cfg, prompts, *, targets=None, reward=None, generator, progress=None,
-                       checkpoints=None, every=0, micro_batch=None):
-        calls.append({"method": cfg.method, "prompts": list(prompts), "targets": targets, "micro": micro_batch})
+                       checkpoints=None, every=0, micro_batch=None, resume=None):
+        calls.append({"method": cfg.method, "prompts": list(prompts), "targets": targets, "micro": micro_batch,
+                      "saved": resume.path})
         if cfg.method == "sft":
             solution_of.update(zip(prompts, targets))
             values = [1.0] * cfg.steps
@@ -57,6 +58,8 @@ def test_each_rl_sample_is_rewarded_against_the_hand_of_its_own_prompt(tiny_toke
     assert set(sft[0]["prompts"]) == set(sft[1]["prompts"]) and sft[0]["prompts"] != sft[1]["prompts"]
     assert [c["prompts"] for c in rl] == [sft[0]["prompts"], sft[1]["prompts"]] * 2  # rl 0, 1; base_rl 0, 1
     assert {c["micro"] for c in rl} == {PARAMS["micro_batch"]}  # the RL update's parts: the spec's micro_batch
+    # each arm's run saves its state apart from every other, in the run's cache
+    assert len({c["saved"] for c in calls}) == 6 and all((tmp_path / "partial") in c["saved"].parents for c in calls)
     rewards = frame[frame["metric"] == "train_reward"]
     assert set(rewards["stage"]) == {"rl", "base_rl"}
     assert len(rewards) == 2 * 2 * PARAMS["steps"]
@@ -72,3 +75,40 @@ def test_a_solution_scored_against_another_hand_loses_the_reward():
     for i, row in enumerate(grid):
         assert row[i] == tasks.REWARD["correct"]
         assert max(r for j, r in enumerate(row) if j != i) < tasks.REWARD["correct"]
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_a_killed_probe_resumes_its_arms_runs_to_the_frame_of_a_run_never_stopped(tiny_tokenizer, tmp_path,
+                                                                                   monkeypatch):
+    """The whole probe with the engine's real training on a tiny model (its state saved after every step),
+    killed in the middle of the second seed's RL run after its checkpoint evaluation, then run again on the same
+    cache: the frame equals that of a run never stopped (the curves, the checkpoints' accuracies, the final
+    scores), the runs finished before the kill are not trained again, and no saved state is left."""
+    monkeypatch.setenv("BENCH_SAVE_EVERY", "1e-9")
+    params = {**PARAMS, "steps": 4, "curve_points": 1, "arms": ["sft", "rl"]}
+    hf = build_tiny("llama", vocab=len(tiny_tokenizer))
+
+    def run(root, progress=lambda f, m="": None):
+        ctx = ProbeContext(model=_Model(hf, tiny_tokenizer), seed=0, cache=Cache(root), progress=progress)
+        return probes.sft_vs_rl(ctx, **params)
+
+    clean = run(tmp_path / "a")
+    said = []
+
+    def die(fraction, message=""):
+        said.append(message)
+        if message.startswith("rl: policy step 3/4") and sum(m.startswith("rl: policy step 1/") for m in said) == 2:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        run(tmp_path / "b", die)
+    assert list((tmp_path / "b" / "partial").rglob("*.pt"))
+    again = []
+    frame = run(tmp_path / "b", lambda f, m="": again.append(m))
+    assert [m for m in again if "step 1/" in m] == []  # nothing trained from its first step again
+    assert sum(m.startswith("rl: policy step 4/4") for m in again) == 1  # the killed run's last step
+    assert frame.drop(columns="hp", errors="ignore").equals(clean.drop(columns="hp", errors="ignore"))
+    assert not list((tmp_path / "b" / "partial").rglob("*.pt"))

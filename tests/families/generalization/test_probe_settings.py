@@ -4,6 +4,7 @@ touches a model (the context here is None)."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -228,11 +229,24 @@ def test_each_stage_is_cached_under_everything_it_depends_on(tiny_tokenizer):
     start it grew from, the reward and the curve's points; the RL arm from the base model no start.  A key that
     missed one would hand back a stage trained otherwise."""
     ctx, run = _keyed_run(tiny_tokenizer)
-    keys = []
+    keys, saves, events = [], [], []
+
+    class Saved:  # where an arm's run saves its state: asked for under the stage's key, cleared once stored
+        def __init__(self, parts):
+            self.parts = parts
+            saves.append(self)
+
+        def clear(self):
+            events.append(("cleared", self.parts["stage"]))
+
+    ctx.resume = Saved
     ctx.memo = lambda parts, compute: keys.append(parts) or compute()
-    run._compute = lambda name, seed: (name, seed)
+    run._compute = lambda name, seed, resume=None: events.append(("computed", name, resume)) or (name, seed)
     asked = [("base", None), ("initial", None), ("sft", 1), ("rl", 1), ("base_rl", 2)]
     assert [run.stage(name, seed) for name, seed in asked] == asked
+    assert [s.parts for s in saves] == keys[2:]  # the three arms' runs, none for the base model or the start
+    assert events == [("computed", "base", None), ("computed", "initial", None)] + [
+        e for s in saves for e in (("computed", s.parts["stage"], s), ("cleared", s.parts["stage"]))]
     start = {"init": run.init_cfg().describe(), "n_init_items": 4}
     arm = {"reward": "shaped", "curve_points": 5}
     hps = [{}, start, {**start, "train": run.sft_cfg(1).describe(), **arm},
@@ -314,9 +328,12 @@ def test_an_arms_training_gets_its_hands_progress_checkpoints_and_generator(tiny
     ctx.generator = lambda stream: streams.append(stream) or f"gen{stream}"
 
     def train(model, tok, cfg, prompts, *, generator, progress, checkpoints, every, targets=None, reward=None,
-              micro_batch=None):
+              micro_batch=None, resume=None):
         got.update(model=model, cfg=cfg, prompts=prompts, generator=generator, every=every, targets=targets,
-                   reward=reward, micro_batch=micro_batch)
+                   reward=reward, micro_batch=micro_batch, resume=resume)
+        if resume is not None:  # as a restored state does: its carry replaces the entries in place
+            resume.carry.clear()
+            resume.carry.update(ckpts=["of the steps before the save"])
         progress(0.25, "step 1")
         progress(0.5)
         checkpoints(3)
@@ -337,7 +354,12 @@ def test_an_arms_training_gets_its_hands_progress_checkpoints_and_generator(tiny
     assert streams == [stream] and got["generator"] == f"gen{stream}"
     streams.clear()
     run._fit("the model", cfg, arm, items, 0)  # seed 0 is a seed like any other
-    assert streams == [20 + (arm == "base_rl")]
+    assert streams == [20 + (arm == "base_rl")] and got["resume"] is None
+    saved = SimpleNamespace(carry={})
+    run._fit("the model", cfg, arm, items, 2, saved)  # a resumed run: the saved checkpoints, then its own
+    assert got["resume"] is saved
+    assert run._ckpts == ["of the steps before the save", (arm, 2, cfg, 3, ("scored", "the model", arm, 2))]
+    assert saved.carry["ckpts"] == run._ckpts  # saved with the state from then on
     if arm == "sft":
         assert got["targets"] == run.targets(items) and got["reward"] is None
     else:
