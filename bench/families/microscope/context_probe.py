@@ -16,7 +16,8 @@ and per-text metrics of :mod:`bench.families.microscope.context_metrics`, ``trai
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ import torch
 
 from bench.ground.errors import BenchError, ModelError
 from bench.ground.registry import probe_def
+from bench.ground.resume import Resume
 from bench.corpora.tagged import SPECIAL
 from bench.families.microscope.context_metrics import control_rows, summary
 from bench.families.microscope.contextual import DecoderConfig, Pool, fit, other_text
@@ -99,13 +101,15 @@ def layer0(pool: Pool) -> Pool:
     return Pool(pool.states[:, :1], pool.prefixes)
 
 
-def fit_decoders(model, train: Pool, cfg: DecoderConfig, *, progress=lambda f, m="": None, **kw) -> dict:
+def fit_decoders(model, train: Pool, cfg: DecoderConfig, *, progress=lambda f, m="": None,
+                 resume: Callable[[str], Resume | None] = lambda name: None, **kw) -> dict:
     """The trained decoder and its two trained controls, each for `cfg.steps` steps from the same seed:
-    {"states": all layers, "blind": zeros instead of states, "layer0": layer 0 alone}."""
+    {"states": all layers, "blind": zeros instead of states, "layer0": layer 0 alone}; ``resume(name)`` is where
+    each one's training saves its state (None: nowhere)."""
     runs = {"states": dict(pool=train), "blind": dict(pool=train, blind=True), "layer0": dict(pool=layer0(train))}
     out = {}
     for k, (name, run) in enumerate(runs.items()):
-        out[name] = fit(model, run["pool"], cfg, **kw, blind=run.get("blind", False),
+        out[name] = fit(model, run["pool"], cfg, **kw, blind=run.get("blind", False), resume=resume(name),
                         progress=lambda f, m="", k=k: progress((k + f) / len(runs), m))
     return out
 
@@ -144,10 +148,17 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
              else torch.arange(model.arch.vocab_size))
     start = start_id(model.tokenizer, items)
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator(stream=11)))
-    frames, losses = [], []
+    frames, losses, saves = [], [], []
+
+    def saved(r: int, name: str) -> Resume | None:  # a decoder training's saved state, for a killed run to resume
+        saves.append(ctx.resume({"probe": "prefix-decoder", "model": model.fingerprint, "corpus": corpus,
+                                 "n_texts": n_texts, "n_train": n_train, "max_tokens": max_tokens,
+                                 "micro_batch": micro_batch, "decoder": asdict(cfg), "seed": seed + r, "fit": name}))
+        return saves[-1]
+
     for r in range(runs):  # independent decoder trainings (seeds seed, seed + 1, …) on the same pools
         kw = dict(vocab=vocab, start_id=start, seed=seed + r)
-        fits = fit_decoders(model, train, cfg, **kw,
+        fits = fit_decoders(model, train, cfg, **kw, resume=lambda name, r=r: saved(r, name),
                             progress=lambda f, m="", r=r: ctx.progress(0.05 + 0.9 * (r + f) / runs,
                                                                        f"{m} (run {r + 1} of {runs})"))
         ctx.progress(0.05 + 0.9 * (r + 1) / runs, "prefix decoder: held-out losses")
@@ -194,6 +205,9 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
                 "the first"] if runs > 1 else []),
              *summary(frame[frame["train_seed"].isna() | (frame["train_seed"] == 0)])]
     del trained, blind, first, fits, first_fits
+    for r in saves:  # the result is complete (the cell stores it next): the saved trainings have done their job
+        if r is not None:
+            r.clear()
     return frame, notes
 
 

@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from bench.ground.errors import BenchError
+from bench.ground.resume import Resume, maybe_save, restore, snapshot
 from bench.models import logits as logits_mod
 from bench.models.train import lora_targets
 
@@ -265,10 +266,12 @@ def check_vocab(vocab: torch.Tensor, *pools: Pool) -> None:
 
 
 def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id: int, seed: int,
-        blind: bool = False, progress=lambda f, m="": None) -> Fitted:
+        blind: bool = False, progress=lambda f, m="": None, resume: Resume | None = None) -> Fitted:
     """Train an encoder (`blind`: one that sees zeros instead of states) and a decoder (a LoRA copy of `model`, or
     the readouts) on `train`; same seed → same initial weights, batches and dropout masks, whatever the process
-    drew before (the global generator is left as it was).  The original model is not changed."""
+    drew before (the global generator is left as it was).  The original model is not changed.  With `resume`,
+    the training's state is saved there now and then (and at the end) and a killed run picks it up again; its
+    ``seconds`` are then those of all the runs that trained it."""
     if len(train) == 0:
         raise BenchError("no training example has a full prefix: lower measure.prefix or raise data.max_tokens")
     vocab = torch.unique(vocab)
@@ -294,8 +297,13 @@ def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id
         base = [g["lr"] for g in opt.param_groups]
         gen = torch.Generator().manual_seed(seed)
         order, at = torch.randperm(len(train), generator=gen), 0
-        losses, lrs = [], []
-        for step in range(cfg.steps):
+        losses, lrs, before = [], [], 0.0
+        params = [(f"encoder.{n}", p) for n, p in enc.named_parameters()] + \
+                 [(f"lora.{i}", p) for i, p in enumerate(dec.lora)]
+        saved = restore(resume, params, opt, generators=[gen])
+        if saved:
+            order, at, losses, lrs, before = saved["order"], saved["at"], saved["losses"], saved["lrs"], saved["seconds"]
+        for step in range(saved["step"] if saved else 0, cfg.steps):
             if at + cfg.batch > len(order):
                 order, at = torch.randperm(len(train), generator=gen), 0
             batch = train.take(order[at : at + cfg.batch])
@@ -311,8 +319,11 @@ def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id
             losses.append(float(loss.detach()))
             lrs.append(f)
             progress((step + 1) / cfg.steps, f"prefix decoder{' (blind)' if blind else ''}: loss {losses[-1]:.2f}")
+            maybe_save(resume, step + 1, cfg.steps, lambda: snapshot(
+                params, opt, generators=[gen], step=step + 1, order=order, at=at, losses=list(losses), lrs=list(lrs),
+                seconds=before + time.perf_counter() - t0))
     enc.eval()
-    return Fitted(enc, dec, np.array(losses), np.array(lrs), time.perf_counter() - t0, cfg.eval_batch)
+    return Fitted(enc, dec, np.array(losses), np.array(lrs), before + time.perf_counter() - t0, cfg.eval_batch)
 
 
 def other_text(samples: np.ndarray, positions: np.ndarray) -> np.ndarray:

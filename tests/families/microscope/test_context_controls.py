@@ -12,6 +12,7 @@ say it decides whether that counts as stored context:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 
@@ -334,8 +335,9 @@ def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors
     def build_pool(model, items, prefix, micro):
         return pools[items[0].sample], index
 
-    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress):
-        got.update(vocab=sorted(vocab.tolist()), start=start_id, seed=seed, train=train)
+    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress, resume):
+        got.update(vocab=sorted(vocab.tolist()), start=start_id, seed=seed, train=train,
+                   saved={name: resume(name) for name in ("states", "blind")})
         return {"states": FIT}
 
     def control_rows(idx, loss, err):
@@ -353,14 +355,20 @@ def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors
     monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: ("loss of", fits["states"], len(test)))
     monkeypatch.setattr(cp, "control_rows", control_rows)
     gen = torch.Generator().manual_seed(0)
-    ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((f, m)), generator=lambda stream: gen)
-    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11))
-    cfg = types.SimpleNamespace(prefix=2, vocab=vocab)
+    ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((f, m)), generator=lambda stream: gen,
+                                resume=lambda parts: ("saved under", parts))
+    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11), fingerprint="fp")
+    cfg = DecoderConfig(prefix=2, vocab=vocab)
     with pytest.raises(Stop):
         cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1, cfg=cfg)
     expected = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(0)))
     assert got["vocab"] == ([1, 2, 2, 3, 3, 4, 7, 7, 8, 9] if vocab == "corpus" else list(range(11)))
     assert got["start"] == 42 and got["seed"] == expected and got["train"] is pools[5]
+    # each decoder training saves its state under everything it depends on (a killed run resumes it, no other)
+    assert got["saved"] == {name: ("saved under", {
+        "probe": "prefix-decoder", "model": "fp", "corpus": "c", "n_texts": 5, "n_train": 1, "max_tokens": 9,
+        "micro_batch": 2, "decoder": dataclasses.asdict(cfg), "seed": expected, "fit": name})
+        for name in ("states", "blind")}
     assert got["loss"][0] == "loss of" and got["loss"][1] is FIT and got["loss"][2] == 3
     assert got["err"]["sample"].tolist() == [0, 1] and got["err"]["value"].tolist() == [0.1, 0.2]
     assert said[0] == (0.0, "prefix decoder: hidden states")
@@ -427,12 +435,13 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
     class Stop(Exception):
         pass
 
-    said, seeds, streams = [], [], []
+    said, seeds, streams, saved = [], [], [], []
     pool, index = _three_scored_tokens()
     fit = types.SimpleNamespace(train_loss=np.zeros(2))
 
-    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress):
+    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress, resume):
         seeds.append(seed)
+        saved.append(resume("states"))
         progress(0.5, "training")
         progress(1.0)
         return {"states": fit}
@@ -451,13 +460,15 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
         streams.append(stream)
         return torch.Generator().manual_seed(7)
 
-    ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((round(f, 6), m)), generator=generator)
-    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11))
+    ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((round(f, 6), m)), generator=generator,
+                                resume=lambda parts: (parts["seed"], parts["fit"]))
+    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11), fingerprint="fp")
     with pytest.raises(Stop):
         cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
-                   cfg=types.SimpleNamespace(prefix=2, vocab="corpus"), runs=2)
+                   cfg=DecoderConfig(prefix=2, vocab="corpus"), runs=2)
     drawn = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(7)))
     assert streams == [11] and seeds == [drawn, drawn + 1]
+    assert saved == [(drawn, "states"), (drawn + 1, "states")]  # each run's trainings save apart
     assert said == [(0.0, "prefix decoder: hidden states"), (0.275, "training (run 1 of 2)"), (0.5, " (run 1 of 2)"),
                     (0.5, "prefix decoder: held-out losses"), (0.725, "training (run 2 of 2)"),
                     (0.95, " (run 2 of 2)"), (0.95, "prefix decoder: held-out losses")]
@@ -474,17 +485,36 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
     loss = pd.DataFrame({c: [1.0] for c in ("context_loss", "context_loss_blind", "context_loss_layer0",
                                             "context_loss_shuffled")})
     _scripted_texts_and_pools(monkeypatch, pool, index)
-    monkeypatch.setattr(cp, "fit_decoders", lambda *a, **k: {"states": fit, "blind": fit, "layer0": fit})
+    names, cleared = ("states", "blind", "layer0"), []
+
+    class Saved:  # a decoder training's saved state: cleared once the result is complete, not before
+        def __init__(self, parts):
+            self.parts = parts
+
+        def clear(self):
+            cleared.append((self.parts["seed"], self.parts["fit"]))
+
+    def fit_decoders(*a, resume, **k):
+        for name in names:
+            resume(name)
+        assert not cleared
+        return dict.fromkeys(names, fit)
+
+    monkeypatch.setattr(cp, "fit_decoders", fit_decoders)
     monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: loss)
     monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame(
         {"sample": [0], "position": [2], "cls": ["a"], "metric": ["context_loss"], "value": [1.0]}))
     monkeypatch.setattr(cp, "summary", lambda frame: [])
-    ctx = types.SimpleNamespace(progress=lambda f, m="": None, generator=lambda stream: torch.Generator())
-    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11, d_model=4, n_layers=2))
-    cfg = types.SimpleNamespace(prefix=2, vocab="corpus", reader="readout", hidden=0, dropout=0.1, weight_decay=0.0,
-                                steps=10, batch=4, lr=1e-3, warmup=0.1)
+    ctx = types.SimpleNamespace(progress=lambda f, m="": None, generator=lambda stream: torch.Generator(),
+                                resume=Saved)
+    model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11, d_model=4, n_layers=2),
+                                  fingerprint="fp")
+    cfg = DecoderConfig(prefix=2, vocab="corpus", reader="readout", hidden=0, dropout=0.1, weight_decay=0.0,
+                        steps=10, batch=4, lr=1e-3, warmup=0.1)
     frame, notes = cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
                               cfg=cfg, subject="instruct", runs=2)
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator()))
+    assert cleared == [(seed + r, name) for r in range(2) for name in names]
     assert (frame["subject"] == "instruct").all()
     assert str(frame["train_seed"].dtype) == "Int64"
     runs = frame[frame["metric"] == "context_loss"]["train_seed"].tolist()
@@ -611,17 +641,18 @@ def test_fit_decoders_trains_each_decoder_on_its_own_pool_and_shares_out_the_pro
     pool = Pool(torch.arange(24.0).reshape(2, 3, 4), torch.tensor([[1, 2], [3, 4]]))
     calls, said = [], []
 
-    def fit(model, p, cfg, *, vocab, start_id, seed, blind, progress=lambda f, m="": None):
-        calls.append((p.states.clone(), bool(blind), vocab, start_id, seed))
+    def fit(model, p, cfg, *, vocab, start_id, seed, blind, resume, progress=lambda f, m="": None):
+        calls.append((p.states.clone(), bool(blind), vocab, start_id, seed, resume))
         progress(0.5, f"step of {len(calls)}")
         progress(1.0)
         return len(calls)
 
     monkeypatch.setattr(cp, "fit", fit)
     out = cp.fit_decoders("model", pool, CFG, vocab="V", start_id=7, seed=3,
-                          progress=lambda f, m="": said.append((round(f, 6), m)))
+                          progress=lambda f, m="": said.append((round(f, 6), m)), resume=lambda name: f"at {name}")
     assert out == {"states": 1, "blind": 2, "layer0": 3}
-    assert [c[1:] for c in calls] == [(False, "V", 7, 3), (True, "V", 7, 3), (False, "V", 7, 3)]
+    assert [c[1:] for c in calls] == [(False, "V", 7, 3, "at states"), (True, "V", 7, 3, "at blind"),
+                                      (False, "V", 7, 3, "at layer0")]  # each saves its own state
     assert torch.equal(calls[0][0], pool.states) and torch.equal(calls[1][0], pool.states)
     assert torch.equal(calls[2][0], layer0(pool).states)
     assert said == [(round(1 / 6, 6), "step of 1"), (round(1 / 3, 6), ""), (0.5, "step of 2"),

@@ -10,6 +10,7 @@ fail the gate.
 from __future__ import annotations
 
 import math
+import re
 import types
 
 import numpy as np
@@ -348,3 +349,70 @@ def test_decoder_runs_are_separate_trainings_named_by_train_seed(loaded_tiny, tm
     v = stats.evaluate(frame, "threshold", {"metric": "decoder_gain_vs_blind", "min": 0.0, "min_n": 2,
                                             "training_runs": "train_seed"})
     assert v.runs == 2 and len(v.parts) == 2
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("reader", ["lm", "readout"])
+def test_a_killed_decoder_training_resumes_to_the_same_losses_and_weights(decoder_lm, pools, tmp_path, reader):
+    """Known answer: 12 steps of 64 of 640 examples (a fresh order drawn at step 10) with dropout, killed after 7
+    with its state saved every 3 steps, then run again: the losses, the schedule, the encoder and the LoRA
+    matrices of the run that was never stopped, bit for bit; run once more, nothing is trained."""
+    from dataclasses import replace
+
+    from bench.ground.resume import Resume
+
+    train, _ = pools
+    cfg = replace(CFG, steps=12, batch=64, dropout=0.1, reader=reader)
+    clean = fit(decoder_lm, train, cfg, vocab=VOCAB, start_id=0, seed=3)
+
+    def die(fraction, message=""):
+        if fraction >= 7 / 12:
+            raise _Killed
+
+    path = tmp_path / "decoder.pt"
+    with pytest.raises(_Killed):
+        fit(decoder_lm, train, cfg, vocab=VOCAB, start_id=0, seed=3, progress=die, resume=Resume(path, 3, 0))
+    assert torch.load(path, weights_only=False)["step"] == 6
+    for again in range(2):
+        said = []
+        got = fit(decoder_lm, train, cfg, vocab=VOCAB, start_id=0, seed=3, resume=Resume(path, 3, 0),
+                  progress=lambda f, m="": said.append(f))
+        assert len(said) == (6 if again == 0 else 0)  # resumed at step 6; then finished, nothing left to run
+        assert np.array_equal(got.train_loss, clean.train_loss) and np.array_equal(got.lr, clean.lr)
+        enc, want = got.encoder.state_dict(), clean.encoder.state_dict()
+        assert all(torch.equal(enc[n], want[n]) for n in want)
+        assert len(got.decoder.lora) == (0 if reader == "readout" else len(clean.decoder.lora))
+        assert all(torch.equal(a, b) for a, b in zip(got.decoder.lora, clean.decoder.lora))
+
+
+def test_a_killed_probe_resumes_its_decoders_and_leaves_no_saved_state(loaded_tiny, tmp_path):
+    """The whole probe, killed in its second decoder run: run again on the same cache it trains only what the
+    first run had not finished (the first run's three decoders come back from their saved states) and returns the
+    frame of a run never stopped; once it has returned, no saved state is left."""
+    from bench.ground import registry
+    from bench.ground.context import ProbeContext
+    from bench.ground.store import Cache
+
+    info = registry.probe("contextualization")
+    kw = dict(corpus="brown:all", n_texts=6, max_tokens=16, n_eval=3, n_train=3, prefix=3, reader="readout",
+              hidden=8, steps=6, batch=8, decoder_runs=2)
+    clean = info.call(ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "a")), **kw)
+
+    def die(fraction, message=""):
+        if "run 2 of 2" in message and re.search(r": loss \d", message):
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        info.call(ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "b"), progress=die), **kw)
+    assert len(list((tmp_path / "b" / "partial").rglob("*.pt"))) == 3  # run 1's decoders, saved at their end
+    said = []
+    again = info.call(ProbeContext(model=loaded_tiny, seed=0, cache=Cache(tmp_path / "b"),
+                                   progress=lambda f, m="": said.append(m)), **kw)
+    # (the shared layer pass comes back from the cache the killed run filled: its strings as pandas strings)
+    pd.testing.assert_frame_equal(again, clean, check_dtype=False)
+    trained = [m for m in said if re.search(r"decoder( \(blind\))?: loss \d", m)]  # a training step's words
+    assert trained and all("run 2 of 2" in m for m in trained)  # run 1 was not trained again
+    assert not list((tmp_path / "b" / "partial").rglob("*.pt"))
