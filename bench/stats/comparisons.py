@@ -210,12 +210,10 @@ def mcnemar_power(effect: float, discordant: float, n: int, alpha: float, power:
     psi = min(1.0, max(float(discordant), abs(effect) + 1e-9))
     q = (psi + effect) / (2 * psi)
 
-    # P(reject | D = d) for every d at once: sensitivity.binomial_power's rejection region (p < α against ½),
-    # computed for all d together, since the search below reads it up to MAX_PAIRS
+    # P(reject | D = d) for every d at once: the exact test's rejection region (p < α against ½), for all d
+    # together, since the search below reads it up to MAX_PAIRS
     d = np.arange(max(int(n), MAX_PAIRS) + 1)
-    k = np.floor(stats.binom.isf(alpha, d, 0.5)) + 1  # the smallest count with P(X ≥ k | ½) ≤ α …
-    k = np.where(stats.binom.sf(k - 1, d, 0.5) < alpha, k, k + 1)  # … and below it, as p < α rejects
-    reject = stats.binom.sf(k - 1, d, q)  # (no discordant pair: k = 1 and P(X ≥ 1 | 0) = 0, never a rejection)
+    reject = stats.binom.sf(exact.upper_critical(d, 0.5, alpha) - 1, d, q)  # (d = 0: k = 1, never a rejection)
 
     def at(m: int) -> float:
         return float(np.dot(stats.binom.pmf(d[: m + 1], m, psi), reject[: m + 1]))

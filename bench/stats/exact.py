@@ -56,3 +56,35 @@ def paired(n10: int, n01: int, n: int, confidence: float) -> tuple[float, float,
     corners_lo = [psi_lo * (2 * pi_lo - 1), psi_hi * (2 * pi_lo - 1)]
     corners_hi = [psi_lo * (2 * pi_hi - 1), psi_hi * (2 * pi_hi - 1)]
     return p, float(min(corners_lo)), float(max(corners_hi))
+
+
+# ── rejection regions of the one-sided exact binomial test, for many n at once (power searches) ─────────────
+
+def upper_critical(n: np.ndarray, p: float, alpha: float) -> np.ndarray:
+    """For each n, the smallest count k with P(X ≥ k) < `alpha`, X ~ Binomial(n, `p`): the test of `p` against a
+    larger share rejects X ≥ k (k = n + 1: never).  Started from scipy's quantile and moved onto the region's edge
+    by the tails themselves, since the quantile can be a count off in floating point."""
+    n = np.asarray(n)
+    k = np.clip(np.floor(stats.binom.isf(alpha, n, p)) + 1, 0, n + 1)
+    return _settle(k, lambda k: stats.binom.sf(k - 1, n, p) < alpha, inward=+1, lo=np.zeros_like(n), hi=n + 1)
+
+
+def lower_critical(n: np.ndarray, p: float, alpha: float) -> np.ndarray:
+    """For each n, the largest count k with P(X ≤ k) < `alpha`: the test of `p` against a smaller share rejects
+    X ≤ k (k = −1: never)."""
+    n = np.asarray(n)
+    k = np.clip(np.ceil(stats.binom.ppf(alpha, n, p)) - 1, -1, n)
+    return _settle(k, lambda k: (k >= 0) & (stats.binom.cdf(k, n, p) < alpha), inward=-1, lo=np.full_like(n, -1),
+                   hi=n)
+
+
+def _settle(k: np.ndarray, rejects, inward: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Move each critical count `k` to the rejection region's edge: into the region (`inward`: +1 for an upper
+    tail) while it does not reject, then outward while its neighbour still rejects.  The region's far end always
+    rejects (or is the "never" count), so both moves stop."""
+    inner, outer = (hi, lo) if inward > 0 else (lo, hi)
+    while (move := ~rejects(k) & (k != inner)).any():
+        k = np.where(move, k + inward, k)
+    while (move := (k != outer) & rejects(k - inward)).any():
+        k = np.where(move, k - inward, k)
+    return k

@@ -45,7 +45,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from bench.stats import Outcome, Verdict, stats
+from bench.stats import Outcome, Verdict, exact, stats
 
 KEYS = ("requires", "smallest_effect", "smallest_effect_source")
 POWER = 0.8
@@ -117,33 +117,16 @@ def binomial_power(n: int, null: float, alt: float, alpha: float) -> float:
 def _binomial_need(null: float, alt: float, alpha: float, start: int) -> int | None:
     """The fewest n ≥ `start` (at most :data:`MAX_NEED`) at which :func:`binomial_power` reaches :data:`POWER`, or
     None: the n an n-by-n scan finds, without its cost (it took 10-30 s when thousands of units were needed).
-    Every n's critical count is found at once, from the quantile of the null's binomial, then moved a count at a
-    time until it is the one :func:`binomial_power` takes, judged by the same scipy tails."""
+    Every n's critical count is found at once (:func:`bench.stats.exact.upper_critical`, judged by the same scipy
+    tails as :func:`binomial_power`)."""
     n = np.arange(max(1, start), MAX_NEED + 1)
     if alt > null:  # reject X ≥ k for the smallest k with P(X ≥ k | null) < α (k = n + 1 always qualifies)
-        k = np.clip(np.floor(stats.binom.isf(alpha, n, null)) + 1, 0, n + 1)
-        rejects = lambda k: stats.binom.sf(k - 1, n, null) < alpha  # noqa: E731
-        k = _settle(k, rejects, inward=+1, lo=np.zeros_like(n), hi=n + 1)
-        power = stats.binom.sf(k - 1, n, alt)
+        power = stats.binom.sf(exact.upper_critical(n, null, alpha) - 1, n, alt)
     else:  # reject X ≤ k for the largest k with P(X ≤ k | null) < α (none: k = −1, power 0)
-        k = np.clip(np.ceil(stats.binom.ppf(alpha, n, null)) - 1, -1, n)
-        rejects = lambda k: (k >= 0) & (stats.binom.cdf(k, n, null) < alpha)  # noqa: E731
-        k = _settle(k, rejects, inward=-1, lo=np.full_like(n, -1), hi=n)
+        k = exact.lower_critical(n, null, alpha)
         power = np.where(k >= 0, stats.binom.cdf(k, n, alt), 0.0)
     hit = np.flatnonzero(power >= POWER)
     return int(n[hit[0]]) if len(hit) else None
-
-
-def _settle(k: np.ndarray, rejects, inward: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Move each critical count `k` to the rejection region's edge: into the region (`inward`: +1 for an upper
-    tail) while it does not reject, then outward while its neighbour still rejects.  The region's far end always
-    rejects (or is the "never" count), so both moves stop."""
-    inner, outer = (hi, lo) if inward > 0 else (lo, hi)
-    while (move := ~rejects(k) & (k != inner)).any():
-        k = np.where(move, k + inward, k)
-    while (move := (k != outer) & rejects(k - inward)).any():
-        k = np.where(move, k - inward, k)
-    return k
 
 
 MAX_NEED = 20_000  # the most units a REFUTED's power is sized for

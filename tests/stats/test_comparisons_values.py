@@ -402,3 +402,16 @@ def test_gated_names_every_failed_precondition_and_keeps_the_claims_numbers():
     assert evaluate(f, "gated", {"of": [claim]}) == plain
     with pytest.raises(ValueError, match="^gated needs at least the claim's rule in 'of'$"):
         evaluate(f, "gated", {"of": []})
+
+
+@pytest.mark.parametrize("off", [-3, 3])
+def test_mcnemar_power_is_the_same_whatever_the_quantile_guessed(monkeypatch, off):
+    """The binomial quantile only starts the rejection region: guessed `off` counts, the power and the n named are
+    those of the exact scan (the region is settled by the tails, as the sensitivity search settles its own)."""
+    cases = ((0.2, 0.25, 0.05, 0.8), (0.3, 0.4, 1 / 16, 0.8), (0.08, 0.1, 0.01, 0.9))
+    want = [(mcnemar_power(e, psi, 30, a, pw), _first_reaching_by_scan(e, psi, a, pw)) for e, psi, a, pw in cases]
+    isf = stats.binom.isf
+    monkeypatch.setattr(stats.binom, "isf", lambda q, n, p: isf(q, n, p) + off)
+    for (e, psi, a, pw), (before, scanned) in zip(cases, want):
+        got = mcnemar_power(e, psi, 30, a, pw)
+        assert got[1] == scanned == before[1] and got[0] == pytest.approx(before[0], abs=1e-12)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -83,3 +84,33 @@ def test_paired_without_discordant_pairs_is_symmetric_about_zero():
     u = 1 - 0.0125 ** (1 / 20)
     assert p == 1.0 and lo == pytest.approx(-u, rel=1e-9) and hi == pytest.approx(u, rel=1e-9)
     assert math.isclose(-lo, hi)
+
+
+def _edges_by_scan(n: int, p: float, alpha: float) -> tuple[int, int]:
+    """The rejection edges counted one k at a time from exact tail sums (math.comb): the smallest k with
+    P(X ≥ k) < α (n + 1: none) and the largest k with P(X ≤ k) < α (−1: none)."""
+    pmf = [math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(n + 1)]
+    up = next((k for k in range(n + 1) if sum(pmf[k:]) < alpha), n + 1)
+    down = max((k for k in range(n + 1) if sum(pmf[: k + 1]) < alpha), default=-1)
+    return up, down
+
+
+EDGE_CASES = ((0.5, 0.05), (0.5, 1 / 16), (0.5, 1 / 32), (0.3, 0.01), (0.9, 0.05), (0.02, 0.05))
+
+
+@pytest.mark.parametrize("off", [0, -3, 3])
+def test_critical_counts_are_the_rejection_edges_whatever_the_quantile_guessed(monkeypatch, off):
+    """Known answer: for n = 0 … 60 the edges a one-by-one count of exact tails finds, at α where ½-binomial
+    tails equal α exactly (1/16, 1/32: p < α must not reject there) and near the ends (p = 0.02, 0.9); with every
+    quantile guess `off` counts, the same edges (a one-way correction, as the McNemar power once had, is left a
+    count short or long)."""
+    from bench.stats import exact
+
+    want = {(p, a): [_edges_by_scan(n, p, a) for n in range(61)] for p, a in EDGE_CASES}
+    isf, ppf = stats.binom.isf, stats.binom.ppf
+    monkeypatch.setattr(stats.binom, "isf", lambda q, n, p: isf(q, n, p) + off)
+    monkeypatch.setattr(stats.binom, "ppf", lambda q, n, p: ppf(q, n, p) + off)
+    n = np.arange(61)
+    for (p, a), edges in want.items():
+        assert exact.upper_critical(n, p, a).tolist() == [e[0] for e in edges], (p, a)
+        assert exact.lower_critical(n, p, a).tolist() == [e[1] for e in edges], (p, a)
