@@ -4,7 +4,9 @@ threads, the work and the memory."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -159,3 +161,55 @@ def test_a_rerun_splits_the_machine_as_the_run_did():
     assert jobs_of({"executor": {"name": "local"}}) == 1
     assert jobs_of({"executor": {"name": "ray", "jobs": 4}}) == 1
     assert jobs_of({}) == 1
+
+
+_ORPHANING_DRIVER = """
+import multiprocessing as mp, os, signal, sys
+sys.path.insert(0, {root!r})
+from bench.spine.executors import pool
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    events = ctx.Queue()
+    worker = pool._Handle(ctx, 0, events, None, 1, (None, []))
+    print(worker.proc.pid, flush=True)
+    sys.stdin.readline()  # the worker is up and waiting for work
+    os.kill(os.getpid(), signal.SIGKILL)  # killed outright: no chance to stop its workers
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie nobody has reaped yet is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_a_worker_ends_when_its_driver_is_killed_outright(tmp_path):
+    """Known answer: the driver of a pool is killed with SIGKILL while its worker waits for work; the worker ends
+    within seconds (it used to wait for ever, holding its memory; a killed run's workers held 4.5 GB until they
+    were killed by hand)."""
+    import subprocess
+    import sys
+    import time
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(_ORPHANING_DRIVER.format(root=str(Path(__file__).resolve().parents[2])))
+    proc = subprocess.Popen([sys.executable, str(driver)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    worker = int(proc.stdout.readline())
+    try:
+        time.sleep(3)  # the worker's watch has started
+        assert _running(worker)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while _running(worker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _running(worker)
+    finally:
+        if _running(worker):
+            os.kill(worker, 9)

@@ -22,6 +22,8 @@ import os
 import pickle
 import queue as queue_mod
 import socket
+import threading
+import time
 import types
 import warnings
 from dataclasses import dataclass, field, replace
@@ -235,6 +237,7 @@ def _serve(wid: int, inbox, events, job: Job, threads: int, start) -> None:
     """A worker's life: units from the inbox until None, each cell's events (tagged with this worker) out.
     `start`: (the caller's set-up or None, the driver's warning filters)."""
     setup, filters = start
+    threading.Thread(target=_exit_with_driver, args=(os.getppid(),), daemon=True, name="driver-watch").start()
     warnings.filters[:] = filters
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
@@ -266,6 +269,15 @@ def _serve(wid: int, inbox, events, job: Job, threads: int, start) -> None:
                 emit(Event("done", key=cell.key, result=runner.run(cell)))
         finally:
             runner.release()
+
+
+def _exit_with_driver(driver: int, every: float = 1.0) -> None:
+    """A worker's watch on the process that started it: once that one is gone (killed outright, it could not stop
+    its workers), the worker ends too, rather than keep its memory, a cell's lock and hours of computing for no
+    one (a killed `bench verify` left its workers waiting, 4.5 GB between them, until they were killed by hand)."""
+    while os.getppid() == driver:
+        time.sleep(every)
+    os._exit(3)
 
 
 def _with_attempts(result: CellResult, attempts: int) -> CellResult:
