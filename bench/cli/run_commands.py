@@ -141,8 +141,12 @@ def _check_plan(specs, opts) -> list:
                              f"(bench plan shows every cell and the memory it plans against)")
     if total is not None and total > costs.ANNOUNCE_S and verbosity() >= 0:
         shared = "" if opts.jobs == 1 else "; worker processes share it out"
-        click.echo(f"plan: about {total / 60:.1f} min of work predicted for {len(rows)} cells at one process's rates"
+        size = f"{total / 3600:.1f} h" if total >= 2 * 3600 else f"{total / 60:.1f} min"
+        click.echo(f"plan: about {size} of work predicted for {len(rows)} cells at one process's rates"
                    f"{shared} (bench plan for each cell)", err=True)
+        if total >= 3600:
+            click.echo("note: stopped or killed, the same command resumes this run: finished cells from the cache, "
+                       "long training from its last saved state (every BENCH_SAVE_EVERY s, default 600)", err=True)
     if rows and verbosity() >= 0 and run.resolve_device(opts.device) == "cpu":
         import torch
 

@@ -79,6 +79,21 @@ def test_verify_announces_a_long_runs_total_before_it_starts(cli, tiny_model_dir
     assert ("worker processes share it out" in res.output) == (jobs > 1)
     before = res.output.index("plan: about")
     assert before < res.output.index("the run started")
+    assert "resumes" not in res.output  # ten minutes: nothing to say about stopping
+
+
+@pytest.mark.parametrize("seconds, said, resumes", [(3599.0, "60.0 min", False), (3600.0, "60.0 min", True),
+                                                    (7199.0, "120.0 min", True), (7200.0, "2.0 h", True),
+                                                    (104_000.0, "28.9 h", True)])
+def test_a_run_of_hours_is_told_in_hours_and_that_a_kill_loses_little(cli, tiny_model_dir, monkeypatch, seconds,
+                                                                       said, resumes):
+    from bench.spine import run
+
+    monkeypatch.setattr(costs, "before_run", lambda specs, opts: ([_row("a", seconds, 0.0)], seconds))
+    monkeypatch.setattr(run, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the run started")))
+    res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
+    assert f"plan: about {said} of work predicted for 1 cells" in res.output
+    assert ("the same command resumes this run" in res.output) == resumes
 
 
 def test_verify_says_nothing_of_a_short_run(cli, tiny_model_dir, monkeypatch):
