@@ -155,8 +155,9 @@ def cache_prune(runs_dir):
     states = upkeep.saved_states()
     if states:
         click.echo(f"kept {len(states)} saved state{'s' if len(states) != 1 else ''} of unfinished training runs "
-                   f"({_size(sum(p.stat().st_size for p in states))}, which the same command resumes); delete "
-                   f"{states[0].parent.parent} to drop them")
+                   f"({_size(sum(p.stat().st_size for p in states))}, which the same command resumes); to drop "
+                   f"them, delete {upkeep.cache_root() / 'partial'} and the *.partial folders under "
+                   f"{upkeep.cache_root() / 'trained'}")
 
 
 def _size(n: int) -> str:

@@ -244,9 +244,10 @@ def prune(runs_dir: Path, root: Path | None = None) -> tuple[int, int]:
 
 def saved_states(root: Path | None = None) -> list[Path]:
     """The saved states of training runs that have not finished (a killed run's, which the next run of the same
-    command resumes: :mod:`bench.ground.resume`)."""
-    d = (root or cache_root()) / "partial"
-    return sorted(d.glob("*/*.pt")) if d.is_dir() else []
+    command resumes: :mod:`bench.ground.resume`): a probe's under ``partial/``, a fine-tune's beside its entry in
+    ``trained/``."""
+    root = root or cache_root()
+    return sorted([*(root / "partial").glob("*/*.pt"), *(root / "trained").glob("*/*.partial/state.pt")])
 
 
 def summary(root: Path | None = None) -> dict[str, Any]:

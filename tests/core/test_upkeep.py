@@ -79,8 +79,12 @@ def test_cache_summary_and_prune(cli, tmp_path, monkeypatch):
     state = cache_root / "partial" / "ef" / ("ef" + "0" * 62 + ".pt")  # a killed training run's
     state.parent.mkdir(parents=True)
     state.write_bytes(b"x" * 2048)
+    tuned = cache_root / "trained" / "12" / ("12" + "0" * 62 + ".partial") / "state.pt"  # a killed fine-tune's
+    tuned.parent.mkdir(parents=True)
+    tuned.write_bytes(b"x" * 1024)
     r = cli("cache")
-    assert "saved states of unfinished training runs (the same command resumes them): 1, 2.0 KiB" in r.output
+    assert "saved states of unfinished training runs (the same command resumes them): 2, 3.0 KiB" in r.output
+    tuned.unlink()
     r = cli("cache", "prune", "--runs-dir", runs)
     assert r.exit_code == 0 and "removed 2 entries" in r.output, r.output
     assert cache.get("a" * 64) is not None and cache.get("b" * 64) is None
