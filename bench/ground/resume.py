@@ -17,7 +17,6 @@ over, nothing is trusted that cannot be read).
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from bench.ground.errors import UsageError
+from bench.ground.store import atomic_write
 
 SAVE_EVERY_ENV = "BENCH_SAVE_EVERY"
 DEFAULT_EVERY_S = 600.0
@@ -98,15 +98,7 @@ class Resume:
     def save(self, state: dict[str, Any]) -> None:
         """Write `state` (which must hold ``step``) and :attr:`carry`, atomically."""
         began = time.monotonic()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.{os.getpid()}.", suffix=".tmp", dir=self.path.parent)
-        os.close(fd)  # (the pid in the name: a killed run's leftover is swept, bench.spine.upkeep)
-        tmp = Path(name)
-        try:
-            torch.save({**state, "carry": dict(self.carry)}, tmp)
-            os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write(self.path, lambda f: torch.save({**state, "carry": dict(self.carry)}, f))
         self._last = time.monotonic()
         self._cost = self._last - began
 

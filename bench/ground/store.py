@@ -54,12 +54,18 @@ def key_of(parts: dict[str, Any]) -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write(path: Path, write: Callable[[Any], Any]) -> None:
+    """`write(f)` into a temporary file beside `path`, synced, then renamed onto `path`: a kill at any point leaves
+    the old file or the new one, never half of one (a stream, so a large object need not be held as bytes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)  # pid: see upkeep
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -109,7 +109,7 @@ def test_a_save_replaces_the_last_one_whole_and_clear_removes_it(tmp_path, monke
     assert rs.Resume(tmp_path / "d" / "s.pt").load() == {"step": 1, "carry": {}}
 
     def dies(obj, f):
-        open(f, "wb").write(b"half")
+        f.write(b"half")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(rs.torch, "save", dies)
