@@ -97,7 +97,7 @@ def fit_policy(model, tok, prompts: list[str], reward: Callable[[int, str], floa
     again."""
     order = engine.batch_order(len(prompts), recipe)
     opt, sched = engine.optimizer(model, recipe, len(order))
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    params = engine._trainable(model)  # the optimizer's own parameters, in its order
     torch.manual_seed(recipe.seed + 1)  # dropout masks, as the engine's loop draws them
     saved = restore(resume, params, opt, sched=sched, generators=[generator])
     out: list[float] = list(saved["values"]) if saved else []
