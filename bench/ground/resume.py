@@ -57,6 +57,7 @@ class Resume:
     every_s: float | None = None  # None: $BENCH_SAVE_EVERY
     warn: Callable[[str], None] = lambda message: None
     carry: dict[str, Any] = field(default_factory=dict)
+    at_end: bool = True  # save after the last step too (False: the caller stores the result at once itself)
     _last: float = field(default=0.0, init=False, repr=False)  # when the last save ended (or the loop began)
     _cost: float = field(default=0.0, init=False, repr=False)
     _loaded: dict[str, Any] | None = field(default=None, init=False, repr=False)
@@ -154,7 +155,7 @@ def restore(resume: Resume | None, params: Sequence[tuple[str, torch.Tensor]], o
 
 
 def maybe_save(resume: Resume | None, step: int, total: int, state: Callable[[], dict[str, Any]]) -> None:
-    """After `step` of `total`: save ``state()`` when `resume` says it is due, and always after the last step
-    (a finished loop whose result is not yet stored elsewhere is not run again)."""
-    if resume is not None and (step >= total or resume.due(step)):
+    """After `step` of `total`: save ``state()`` when `resume` says it is due, and after the last step where it
+    asks (``at_end``: a finished loop whose result is not yet stored elsewhere is not run again)."""
+    if resume is not None and (resume.at_end if step >= total else resume.due(step)):
         resume.save(state())

@@ -266,3 +266,15 @@ def test_an_error_in_the_callers_block_is_the_callers_and_keeps_the_cached_entry
     assert calls == [] and (train.entry_dir(train.train_key("fp", FACTS, rec), tmp_path) / "meta.json").is_file()
     with train.derived(base, tok, "fp", FACTS, rec, root=tmp_path, train_hook=calls.append) as t:
         assert t.cached and calls == []
+
+
+def test_a_fine_tune_saves_its_state_on_its_way_not_at_its_end(one_thread, tok, tmp_path, monkeypatch):
+    """Every `checkpoint_every` steps, but not after the last: the trained entry is stored at once, so a state
+    written then would only be deleted again."""
+    from bench.ground import resume
+
+    saved, real = [], resume.Resume.save
+    monkeypatch.setattr(resume.Resume, "save", lambda self, st: saved.append(st["step"]) or real(self, st))
+    with train.derived(tiny(tok), tok, "fp", FACTS, lora_recipe(steps=12, checkpoint_every=4), root=tmp_path):
+        pass
+    assert saved == [4, 8]
