@@ -48,9 +48,9 @@ def save_every_s() -> float:
 
 @dataclass(eq=False)
 class Resume:
-    """One training loop's saved state at `path`.  Loops call :meth:`load` once before their first step,
-    :meth:`due` after each step and :meth:`save` when it says so; the owner of the result calls :meth:`clear`
-    once the finished result is stored elsewhere."""
+    """One training loop's saved state at `path`.  A loop calls :func:`restore` before its first step and
+    :func:`maybe_save` after each (they read :meth:`load` and :meth:`due`, and :meth:`save`); the owner of the
+    result calls :meth:`clear` once the finished result is stored elsewhere."""
 
     path: Path
     every_steps: int = 0
