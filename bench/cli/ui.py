@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,22 @@ STYLE = {"SUPPORTED": "bold green", "REFUTED": "bold red", "INCONCLUSIVE": "bold
          "SKIPPED": "dim"}
 
 
-class RichUI(UI):
-    """Progress bars and one line per finished cell on stderr; `quiet` draws nothing (errors still show)."""
+LOG_EVERY_S = 60.0  # where stderr is a file, not a terminal: a running cell's progress line at most this often
 
-    def __init__(self, quiet: bool = False) -> None:
+
+class RichUI(UI):
+    """Progress bars and one line per finished cell on stderr; `quiet` draws nothing (errors still show).
+
+    Where stderr is not a terminal (a run in the background, its output sent to a file) the bars are not drawn
+    until the end, so a cell that runs for hours would say nothing; instead a running cell's progress is printed
+    as a line with the time of day, at most every `log_every_s` seconds (none for a cell done sooner)."""
+
+    def __init__(self, quiet: bool = False, log_every_s: float = LOG_EVERY_S) -> None:
         self.quiet = quiet
+        self.log_every_s = log_every_s
+        self.logging = not quiet and not ERR.is_terminal
+        self.names: dict[Any, str] = {}
+        self.logged: dict[Any, float] = {}
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=ERR, transient=False,
                             disable=quiet)
@@ -43,15 +55,31 @@ class RichUI(UI):
     def cell_start(self, cell) -> None:
         self.current = self.bar.add_task(f"  {cell.spec.id} × {short_model(cell.model)}", total=100, note="")
         self.tasks[cell.key] = self.current  # on a cluster several cells run at once, each with its bar
+        if self.logging:
+            self.names[cell.key] = f"{cell.spec.id} × {short_model(cell.model)}"
+            self.logged[cell.key] = time.monotonic()  # a cell done within the interval prints only its result
 
     def progress(self, fraction: float, message: str = "", key: str | None = None) -> None:
         task = self.tasks.get(key, self.current)  # several cells run at once on a cluster or in worker processes
         if task is not None:
             self.bar.update(task, completed=max(0.0, min(1.0, fraction)) * 100, note=message[:40])
+        if self.logging:
+            self._log(key if key in self.names else next(reversed(self.names), None), fraction, message)
+
+    def _log(self, key: Any, fraction: float, message: str) -> None:
+        now = time.monotonic()
+        name = self.names.get(key)
+        if name is None or now - self.logged.get(key, -float("inf")) < self.log_every_s:
+            return
+        self.logged[key] = now
+        ERR.print(f"  {time.strftime('%H:%M:%S')} {name}  {max(0.0, min(1.0, fraction)):.0%}  {message}",
+                  markup=False)
 
     def cell_done(self, cell, verdict, seconds: float, cached: bool) -> None:
         word = live_word(verdict)
         task = self.tasks.pop(getattr(cell, "key", None), None)
+        self.names.pop(getattr(cell, "key", None), None)
+        self.logged.pop(getattr(cell, "key", None), None)
         if task is not None:
             self.bar.update(task, completed=100, note=word + (" (cached)" if cached else f" {seconds:.1f}s"))
             self.bar.stop_task(task)

@@ -53,3 +53,47 @@ def test_a_cell_that_bh_overturns_is_never_printed_supported(cli, circuit_specs,
     induction = next(c for c in cells if c["spec"]["id"] == "circuits.induction-heads-exist")
     assert induction["verdict"]["outcome"] == "INCONCLUSIVE" and induction["verdict"]["p_adjusted"] > 0.05
     assert "INCONCLUSIVE" in table and "SUPPORTED" not in table
+
+
+def test_a_long_cell_run_into_a_file_prints_its_progress_now_and_then(monkeypatch):
+    """Where stderr is a file the bars are not drawn until the end: a cell's progress is printed as a line at most
+    once per interval (the first an interval after it started), per cell, and a cell done sooner prints none."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from bench.cli import ui as ui_mod
+
+    sink = io.StringIO()
+    monkeypatch.setattr(ui_mod, "ERR", Console(file=sink, force_terminal=False, width=200))
+    clock = [1000.0]
+    monkeypatch.setattr(ui_mod.time, "monotonic", lambda: clock[0])
+    ui = ui_mod.RichUI(log_every_s=60)
+    assert ui.logging
+    cell = lambda key, claim: SimpleNamespace(key=key, spec=SimpleNamespace(id=claim), model="m")  # noqa: E731
+    long, short = cell("k1", "fam.long"), cell("k2", "fam.short")
+    ui.start(2)
+    ui.cell_start(long)
+    for t, f in ((10, 0.01), (59, 0.02), (61, 0.03), (100, 0.04), (122, 0.05)):
+        clock[0] = 1000.0 + t
+        ui.progress(f, f"policy step {t}/200", key="k1")
+    ui.cell_start(short)
+    clock[0] = 1130.0
+    ui.progress(0.5, "quick", key="k2")
+    ui.cell_done(short, Verdict(Outcome.ERROR, "boom", "threshold", "m", None, None, None), 1.0, False)
+    ui.stop()
+    lines = [ln for ln in sink.getvalue().splitlines() if "%" in ln and "fam." in ln]
+    assert [ln.rsplit("  ", 1)[-1] for ln in lines] == ["policy step 61/200", "policy step 122/200"], lines
+    assert "fam.long × m  3%" in lines[0]
+    assert not any("quick" in ln for ln in lines)
+
+
+def test_a_terminal_or_quiet_run_prints_no_progress_lines(monkeypatch):
+    from bench.cli import ui as ui_mod
+
+    from rich.console import Console
+
+    assert not ui_mod.RichUI(quiet=True).logging
+    monkeypatch.setattr(ui_mod, "ERR", Console(force_terminal=True))
+    assert not ui_mod.RichUI().logging  # the bars say it
