@@ -127,15 +127,17 @@ def cache_(ctx):
     click.echo(f"cache: {s['root']}")
     click.echo(f"{s['frames']} cell frames and {s['memos']} sub-results: {_size(s['entries_bytes'])}")
     click.echo(f"converted models: {_size(s['models_bytes'])}   total: {_size(s['total_bytes'])}")
-    if s["saved_states"]:
-        click.echo(f"saved states of unfinished training runs (the same command resumes them): {s['saved_states']}, "
-                   f"{_size(s['saved_states_bytes'])}")
     by_probe: dict[str, int] = {}
     for e in upkeep.entries():
         if e.kind == "frame":
             by_probe[e.probe or "?"] = by_probe.get(e.probe or "?", 0) + 1
     for probe_name, n in sorted(by_probe.items()):
         click.echo(f"  {probe_name}: {n}")
+    if s["saved_states"]:
+        click.echo(f"saved states of unfinished training runs (the same command resumes them): {s['saved_states']}, "
+                   f"{_size(s['saved_states_bytes'])}")
+        for path in upkeep.saved_states():
+            click.echo(f"  {_saved_state(path)}")
 
 
 @cache_.command("prune", help="Delete cache entries that no run record under --runs-dir references "
@@ -158,6 +160,21 @@ def cache_prune(runs_dir):
                    f"({_size(sum(p.stat().st_size for p in states))}, which the same command resumes); to drop "
                    f"them, delete {upkeep.cache_root() / 'partial'} and the *.partial folders under "
                    f"{upkeep.cache_root() / 'trained'}")
+
+
+def _saved_state(path: Path) -> str:
+    """One saved training state as `bench cache` lists it: how far its run got, what it is, when it was saved."""
+    import time
+
+    from bench.ground.resume import describe
+
+    d = describe(path)
+    where = f"{_size(path.stat().st_size)}  {path}"
+    if "error" in d:
+        return f"unreadable ({d['error']}; the next run sets it aside)  {where}"
+    step = f"step {d['step']}" + (f" of {d['total']}" if d["total"] else "")
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(d["saved_at"])) if d["saved_at"] else None
+    return "  ·  ".join(x for x in (step, d["label"], f"saved {when}" if when else None, where) if x)
 
 
 def _size(n: int) -> str:

@@ -53,14 +53,15 @@ class ProbeContext:
             return compute()
         return self.cache.memo({**parts, "where": self.where(), "libraries": libraries()}, compute)
 
-    def resume(self, parts: dict[str, Any]) -> Resume | None:
+    def resume(self, parts: dict[str, Any], label: str = "") -> Resume | None:
         """Where a long training loop of this probe saves its state, so that a killed run picks it up again
         (:mod:`bench.ground.resume`): keyed like :meth:`memo` by `parts` with the device, dtype and library
-        versions added; None without a cache.  The probe clears it once the result it feeds is stored."""
+        versions added; `label` says which run it is (`bench cache` shows it); None without a cache.  The probe
+        clears it once the result it feeds is stored."""
         if self.cache is None:
             return None
         key = key_of({"resume": {**parts, "where": self.where(), "libraries": libraries()}})
-        return Resume(self.cache.root / "partial" / key[:2] / f"{key}.pt", warn=self.cache.warn)
+        return Resume(self.cache.root / "partial" / key[:2] / f"{key}.pt", warn=self.cache.warn, label=label)
 
     def where(self) -> dict[str, str]:
         """The device type and dtype this context's numbers are computed in: the model's own tensors when there

@@ -58,6 +58,7 @@ class Resume:
     warn: Callable[[str], None] = lambda message: None
     carry: dict[str, Any] = field(default_factory=dict)
     at_end: bool = True  # save after the last step too (False: the caller stores the result at once itself)
+    label: str = ""  # what the run is, for `bench cache` (e.g. "rl seed 0"); saved with the state
     _last: float = field(default=0.0, init=False, repr=False)  # when the last save ended (or the loop began)
     _cost: float = field(default=0.0, init=False, repr=False)
     _loaded: dict[str, Any] | None = field(default=None, init=False, repr=False)
@@ -96,10 +97,12 @@ class Resume:
         wait = max(float(self.every_s or 0.0), COST_SHARE * self._cost)
         return bool(self.every_s) and time.monotonic() - self._last >= wait
 
-    def save(self, state: dict[str, Any]) -> None:
-        """Write `state` (which must hold ``step``) and :attr:`carry`, atomically."""
+    def save(self, state: dict[str, Any], total: int | None = None) -> None:
+        """Write `state` (which must hold ``step``) and :attr:`carry`, atomically; with the loop's `total` steps,
+        the :attr:`label` and the time, which only :func:`describe` reads."""
         began = time.monotonic()
-        atomic_write(self.path, lambda f: torch.save({**state, "carry": dict(self.carry)}, f))
+        about = {"total": total, "label": self.label, "saved_at": time.time()}
+        atomic_write(self.path, lambda f: torch.save({**state, "carry": dict(self.carry), "about": about}, f))
         self._last = time.monotonic()
         self._cost = self._last - began
 
@@ -158,4 +161,17 @@ def maybe_save(resume: Resume | None, step: int, total: int, state: Callable[[],
     """After `step` of `total`: save ``state()`` when `resume` says it is due, and after the last step where it
     asks (``at_end``: a finished loop whose result is not yet stored elsewhere is not run again)."""
     if resume is not None and (resume.at_end if step >= total else resume.due(step)):
-        resume.save(state())
+        resume.save(state(), total=total)
+
+
+def describe(path: Path) -> dict[str, Any]:
+    """What a saved state says of its run, for `bench cache`: ``step``, ``total``, ``label`` and ``saved_at`` (None
+    where a state saved before they were kept lacks them), or ``error`` when the file cannot be read.  The
+    tensors are mapped, not read."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        about = state.get("about") or {}
+        return {"step": int(state["step"]), "total": about.get("total"), "label": about.get("label") or None,
+                "saved_at": about.get("saved_at")}
+    except Exception as exc:  # noqa: BLE001 - shown, not trusted: the next run sets it aside
+        return {"error": f"{type(exc).__name__}: {str(exc)[:80]}"}

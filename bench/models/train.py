@@ -319,7 +319,8 @@ def derived(base: nn.Module, tokenizer, fingerprint: str, examples: Sequence[Exa
         if train_hook:
             train_hook(recipe.n_steps(len(examples)))
         partial = final.with_name(final.name + ".partial")
-        resume = Resume(partial / "state.pt", every_steps=recipe.checkpoint_every, at_end=False)  # stored below
+        resume = Resume(partial / "state.pt", every_steps=recipe.checkpoint_every, at_end=False,  # stored below
+                        label=f"{recipe.method} fine-tune")
         losses = fit(model, tokenizer, examples, recipe, progress=progress, resume=resume)
         _store(model, final, recipe, losses, trained)
         shutil.rmtree(partial, ignore_errors=True)

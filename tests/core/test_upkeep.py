@@ -84,6 +84,7 @@ def test_cache_summary_and_prune(cli, tmp_path, monkeypatch):
     tuned.write_bytes(b"x" * 1024)
     r = cli("cache")
     assert "saved states of unfinished training runs (the same command resumes them): 2, 3.0 KiB" in r.output
+    assert r.output.count("unreadable (") == 2 and "the next run sets it aside" in r.output  # bytes, not a state
     tuned.unlink()
     r = cli("cache", "prune", "--runs-dir", runs)
     assert r.exit_code == 0 and "removed 2 entries" in r.output, r.output
@@ -92,3 +93,31 @@ def test_cache_summary_and_prune(cli, tmp_path, monkeypatch):
     assert str(cache_root / "partial") in r.output
     r = cli("cache", "prune", "--runs-dir", tmp_path / "nowhere")
     assert r.exit_code == 2 and r.output.count("\n") == 1
+
+
+def test_cache_lists_how_far_each_saved_run_got(cli, tmp_path, monkeypatch):
+    """`bench cache` names each saved state's run, its step of the loop's total and when it was saved, from the
+    state itself (a state saved before the label and total were kept shows its step alone)."""
+    import time as time_mod
+
+    import torch
+
+    from bench.ground.resume import Resume, describe, maybe_save
+
+    cache_root = tmp_path / "cache"
+    monkeypatch.setenv("BENCH_CACHE", str(cache_root))
+    monkeypatch.setattr(time_mod, "time", lambda: 1_780_000_000.0)  # 2026-05-28 in UTC
+    path = cache_root / "partial" / "ab" / ("ab" + "0" * 62 + ".pt")
+    r = Resume(path, every_steps=5, label="generalization: the rl arm's run, seed 1")
+    for step in range(1, 13):
+        maybe_save(r, step, 200, lambda step=step: {"step": step, "params": {"w": torch.zeros(3)}})
+    assert describe(path) == {"step": 10, "total": 200, "label": "generalization: the rl arm's run, seed 1",
+                              "saved_at": 1_780_000_000.0}
+    old = cache_root / "partial" / "cd" / ("cd" + "0" * 62 + ".pt")
+    old.parent.mkdir(parents=True)
+    torch.save({"step": 7, "params": {}, "carry": {}}, old)
+    out = cli("cache").output
+    line = next(ln for ln in out.splitlines() if "ab000" in ln)
+    when = time_mod.strftime("%Y-%m-%d %H:%M", time_mod.localtime(1_780_000_000.0))
+    assert line.strip().startswith(f"step 10 of 200  ·  generalization: the rl arm's run, seed 1  ·  saved {when}")
+    assert next(ln for ln in out.splitlines() if "cd000" in ln).strip().startswith("step 7  ·  ")

@@ -274,7 +274,7 @@ def test_a_fine_tune_saves_its_state_on_its_way_not_at_its_end(one_thread, tok, 
     from bench.ground import resume
 
     saved, real = [], resume.Resume.save
-    monkeypatch.setattr(resume.Resume, "save", lambda self, st: saved.append(st["step"]) or real(self, st))
+    monkeypatch.setattr(resume.Resume, "save", lambda self, st, total=None: saved.append(st["step"]) or real(self, st, total))
     with train.derived(tiny(tok), tok, "fp", FACTS, lora_recipe(steps=12, checkpoint_every=4), root=tmp_path):
         pass
     assert saved == [4, 8]

@@ -215,7 +215,8 @@ class _Run:
             hp = {**({} if name == "base_rl" else hp), "train": cfg.describe(), "reward": self.plan["reward"],
                   "curve_points": self.plan["curve_points"]}
         parts = {**self.base, "stage": name, "run_seed": seed, "hp": hp}
-        resume = self.ctx.resume(parts) if name not in ("base", "initial") else None  # an arm's training run
+        resume = (self.ctx.resume(parts, label=f"generalization: the {name} arm's run, seed {seed}")  # training
+                  if name not in ("base", "initial") else None)
         frame = self.ctx.memo(parts, lambda: self._compute(name, seed, resume))
         if resume is not None:  # stored: its saved state has done its job
             resume.clear()

@@ -153,7 +153,8 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
     def saved(r: int, name: str) -> Resume | None:  # a decoder training's saved state, for a killed run to resume
         saves.append(ctx.resume({"probe": "prefix-decoder", "model": model.fingerprint, "corpus": corpus,
                                  "n_texts": n_texts, "n_train": n_train, "max_tokens": max_tokens,
-                                 "micro_batch": micro_batch, "decoder": asdict(cfg), "seed": seed + r, "fit": name}))
+                                 "micro_batch": micro_batch, "decoder": asdict(cfg), "seed": seed + r, "fit": name},
+                                label=f"microscope: prefix decoder '{name}', run {r + 1} of {runs}"))
         return saves[-1]
 
     for r in range(runs):  # independent decoder trainings (seeds seed, seed + 1, …) on the same pools

@@ -232,8 +232,8 @@ def test_each_stage_is_cached_under_everything_it_depends_on(tiny_tokenizer):
     keys, saves, events = [], [], []
 
     class Saved:  # where an arm's run saves its state: asked for under the stage's key, cleared once stored
-        def __init__(self, parts):
-            self.parts = parts
+        def __init__(self, parts, label=""):
+            self.parts, self.label = parts, label
             saves.append(self)
 
         def clear(self):
@@ -245,6 +245,7 @@ def test_each_stage_is_cached_under_everything_it_depends_on(tiny_tokenizer):
     asked = [("base", None), ("initial", None), ("sft", 1), ("rl", 1), ("base_rl", 2)]
     assert [run.stage(name, seed) for name, seed in asked] == asked
     assert [s.parts for s in saves] == keys[2:]  # the three arms' runs, none for the base model or the start
+    assert [s.label for s in saves] == [f"generalization: the {n} arm's run, seed {k}" for n, k in asked[2:]]
     assert events == [("computed", "base", None), ("computed", "initial", None)] + [
         e for s in saves for e in (("computed", s.parts["stage"], s), ("cleared", s.parts["stage"]))]
     start = {"init": run.init_cfg().describe(), "n_init_items": 4}

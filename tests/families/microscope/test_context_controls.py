@@ -356,7 +356,7 @@ def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors
     monkeypatch.setattr(cp, "control_rows", control_rows)
     gen = torch.Generator().manual_seed(0)
     ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((f, m)), generator=lambda stream: gen,
-                                resume=lambda parts: ("saved under", parts))
+                                resume=lambda parts, label="": ("saved under", parts))
     model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11), fingerprint="fp")
     cfg = DecoderConfig(prefix=2, vocab=vocab)
     with pytest.raises(Stop):
@@ -461,7 +461,7 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
         return torch.Generator().manual_seed(7)
 
     ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((round(f, 6), m)), generator=generator,
-                                resume=lambda parts: (parts["seed"], parts["fit"]))
+                                resume=lambda parts, label="": (parts["seed"], parts["fit"]))
     model = types.SimpleNamespace(tokenizer="tok", arch=types.SimpleNamespace(vocab_size=11), fingerprint="fp")
     with pytest.raises(Stop):
         cp.measure(ctx, model, corpus="c", n_texts=5, max_tokens=9, micro_batch=2, n_eval=2, n_train=1,
@@ -485,11 +485,12 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
     loss = pd.DataFrame({c: [1.0] for c in ("context_loss", "context_loss_blind", "context_loss_layer0",
                                             "context_loss_shuffled")})
     _scripted_texts_and_pools(monkeypatch, pool, index)
-    names, cleared = ("states", "blind", "layer0"), []
+    names, cleared, labels = ("states", "blind", "layer0"), [], []
 
     class Saved:  # a decoder training's saved state: cleared once the result is complete, not before
-        def __init__(self, parts):
+        def __init__(self, parts, label=""):
             self.parts = parts
+            labels.append(label)
 
         def clear(self):
             cleared.append((self.parts["seed"], self.parts["fit"]))
@@ -515,6 +516,7 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
                               cfg=cfg, subject="instruct", runs=2)
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator()))
     assert cleared == [(seed + r, name) for r in range(2) for name in names]
+    assert labels == [f"microscope: prefix decoder '{n}', run {r} of 2" for r in (1, 2) for n in names]
     assert (frame["subject"] == "instruct").all()
     assert str(frame["train_seed"].dtype) == "Int64"
     runs = frame[frame["metric"] == "context_loss"]["train_seed"].tolist()
