@@ -136,7 +136,7 @@ def cache_(ctx):
     if s["saved_states"]:
         click.echo(f"saved states of unfinished training runs (the same command resumes them): {s['saved_states']}, "
                    f"{_size(s['saved_states_bytes'])}")
-        for path in upkeep.saved_states():
+        for path in s["saved_state_paths"]:
             click.echo(f"  {_saved_state(path)}")
 
 

@@ -53,10 +53,11 @@ class RichUI(UI):
         self.overall = self.bar.add_task("cells", total=n_cells, note="")
 
     def cell_start(self, cell) -> None:
-        self.current = self.bar.add_task(f"  {cell.spec.id} × {short_model(cell.model)}", total=100, note="")
+        name = f"{cell.spec.id} × {short_model(cell.model)}"
+        self.current = self.bar.add_task(f"  {name}", total=100, note="")
         self.tasks[cell.key] = self.current  # on a cluster several cells run at once, each with its bar
         if self.logging:
-            self.names[cell.key] = f"{cell.spec.id} × {short_model(cell.model)}"
+            self.names[cell.key] = name
             self.logged[cell.key] = time.monotonic()  # a cell done within the interval prints only its result
 
     def progress(self, fraction: float, message: str = "", key: str | None = None) -> None:
@@ -77,9 +78,10 @@ class RichUI(UI):
 
     def cell_done(self, cell, verdict, seconds: float, cached: bool) -> None:
         word = live_word(verdict)
-        task = self.tasks.pop(getattr(cell, "key", None), None)
-        self.names.pop(getattr(cell, "key", None), None)
-        self.logged.pop(getattr(cell, "key", None), None)
+        key = getattr(cell, "key", None)
+        task = self.tasks.pop(key, None)
+        self.names.pop(key, None)
+        self.logged.pop(key, None)
         if task is not None:
             self.bar.update(task, completed=100, note=word + (" (cached)" if cached else f" {seconds:.1f}s"))
             self.bar.stop_task(task)

@@ -260,6 +260,7 @@ def summary(root: Path | None = None) -> dict[str, Any]:
         "entries_bytes": sum(e.bytes for e in es),
         "models_bytes": folder_bytes(root / "models") if (root / "models").is_dir() else 0,
         "saved_states": len(states := saved_states(root)),
+        "saved_state_paths": states,
         "saved_states_bytes": sum(p.stat().st_size for p in states),
         "total_bytes": sum(folder_bytes(c) if c.is_dir() else c.lstat().st_size for c in root.iterdir())
         if root.is_dir() else 0,  # each top folder walked on its own: a linked models folder counts too
