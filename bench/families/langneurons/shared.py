@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -53,10 +53,25 @@ def split(setup: Setup, seed: int) -> parallel.Split:
 CHUNKS = 8  # the selection documents are counted in this many interleaved chunks (split-half replicates)
 
 
-def language_chunks(ctx, setup: Setup, sp: parallel.Split, lang: str) -> list[stats.Stats]:
+def each_language(ctx, langs) -> list[tuple[str, Callable]]:
+    """(language, progress) for each of `langs`: language i of n reports its own share f as (i + f) / n of the
+    stage, named with the language and its place ("activation statistics: de (2 of 8)"), so that a stage run
+    once per language goes once from 0 to 1 rather than once per language."""
+    langs = list(langs)
+    n = len(langs)
+
+    def scaled(i: int, lang: str) -> Callable:
+        return lambda f, msg="": ctx.progress((i + f) / n, f"{msg}: {lang} ({i + 1} of {n})")
+
+    return [(lang, scaled(i, lang)) for i, lang in enumerate(langs)]
+
+
+def language_chunks(ctx, setup: Setup, sp: parallel.Split, lang: str, progress=None) -> list[stats.Stats]:
     """The statistics of one language in CHUNKS interleaved chunks of its selection documents.  The statistics
-    add up over documents, so any union of chunks is the statistic of those documents (one pass in all)."""
+    add up over documents, so any union of chunks is the statistic of those documents (one pass in all).
+    `progress(f, msg)`: this language's share done (the context's own by default)."""
     m = ctx.model
+    progress = progress or ctx.progress
     L, F = m.arch.n_layers, m.arch.d_ffn
 
     def compute() -> pd.DataFrame:
@@ -67,7 +82,7 @@ def language_chunks(ctx, setup: Setup, sp: parallel.Split, lang: str) -> list[st
         n_tok, n_doc = [], []
         for c in range(CHUNKS):
             st = stats.record(m, docs[c::CHUNKS], top_frac=setup.plnd_top,
-                              progress=lambda f, msg="", c=c: ctx.progress((c + f) / CHUNKS, msg))
+                              progress=lambda f, msg="", c=c: progress((c + f) / CHUNKS, msg))
             cols.update({f"n_pos_{c}": st.n_pos.ravel(), f"s_act_{c}": st.s_act.ravel(), f"n_top_{c}": st.n_top.ravel()})
             n_tok.append(st.n_tokens)
             n_doc.append(st.n_docs)
@@ -91,8 +106,6 @@ def summed(chunks: list[stats.Stats]) -> stats.Stats:
                        n_top=sum(c.n_top for c in chunks))
 
 
-def language_stats(ctx, setup: Setup, sp: parallel.Split, lang: str) -> stats.Stats:
-    return summed(language_chunks(ctx, setup, sp, lang))
 
 
 def half_pairs(n_pairs: int, seed: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -109,7 +122,7 @@ def split_half_selections(ctx, setup: Setup, sp: parallel.Split, method: str, n_
     """[(selection on half A, selection on half B)] for `n_pairs` splits of the selection documents, for the
     methods that read the activation statistics only (lape, lap, lave, plnd)."""
     langs = list(sp.selection.languages)
-    ch = {lang: language_chunks(ctx, setup, sp, lang) for lang in langs}
+    ch = {lang: language_chunks(ctx, setup, sp, lang, progress) for lang, progress in each_language(ctx, langs)}
     out = []
     for pair in half_pairs(n_pairs, ctx.seed):
         sels = []
@@ -133,14 +146,16 @@ def _select_from(method: str, st: dict[str, stats.Stats], langs: list[str], setu
     raise ValueError(f"no split-half selection for method '{method}' (lape, lave, lap, plnd)")
 
 
-def language_gradients(ctx, setup: Setup, sp: parallel.Split, lang: str) -> np.ndarray:
+def language_gradients(ctx, setup: Setup, sp: parallel.Split, lang: str, progress=None) -> np.ndarray:
+    """PV's gradient norm per neuron (L, F) on one language's selection documents; `progress` as in
+    :func:`language_chunks`."""
     m = ctx.model
     L, F = m.arch.n_layers, m.arch.d_ffn
 
     def compute() -> pd.DataFrame:
         docs = tx.documents(m.tokenizer, sp.selection.side(lang), doc_tokens=min(setup.doc_tokens, setup.pv_tokens),
                             budget=setup.pv_tokens)
-        g = stats.gradient_norms(m, docs)
+        g = stats.gradient_norms(m, docs, progress=progress or ctx.progress)
         return pd.DataFrame({"grad_norm": g.ravel()})
 
     parts = {"fn": "langneurons.pv", "v": 1, "lang": lang, **setup.data_parts(ctx), "pv_tokens": setup.pv_tokens,
@@ -149,7 +164,14 @@ def language_gradients(ctx, setup: Setup, sp: parallel.Split, lang: str) -> np.n
 
 
 def all_stats(ctx, setup: Setup, sp: parallel.Split) -> dict[str, stats.Stats]:
-    return {lang: language_stats(ctx, setup, sp, lang) for lang in sp.selection.languages}
+    return {lang: summed(language_chunks(ctx, setup, sp, lang, progress))
+            for lang, progress in each_language(ctx, sp.selection.languages)}
+
+
+def all_gradients(ctx, setup: Setup, sp: parallel.Split) -> np.ndarray:
+    """PV's gradient norms of every selection language, stacked (K, L, F)."""
+    return np.stack([language_gradients(ctx, setup, sp, lang, progress)
+                     for lang, progress in each_language(ctx, sp.selection.languages)])
 
 
 ORDER = ("lape", "lap", "lave", "pv", "plnd", "rs", "rs-plnd")  # the order of the sets, and of their rows
@@ -182,8 +204,7 @@ def selections(ctx, setup: Setup, sp: parallel.Split, methods, band: str = "all"
     if "lave" in need:
         out["lave"] = select.lave(np.stack([st[l].mean for l in langs]), langs, **rule, sizes=sizes)
     if "pv" in need:
-        out["pv"] = select.pv(np.stack([language_gradients(ctx, setup, sp, l) for l in langs]), langs, **rule,
-                              sizes=sizes)
+        out["pv"] = select.pv(all_gradients(ctx, setup, sp), langs, **rule, sizes=sizes)
     if "rs" in need:
         out["rs"] = select.random_like(out["lape"], n_all, ctx.seed)
     if "rs-plnd" in need:

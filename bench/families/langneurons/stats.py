@@ -129,9 +129,11 @@ def _neuron_axis(module: nn.Module, role: str) -> int:
     return 1 - inputs if role == "in" else inputs  # gate/up: neurons are its outputs; down: its inputs
 
 
-def gradient_norms(model, seqs: list[list[int]], *, max_tokens: int = 256) -> np.ndarray:
+def gradient_norms(model, seqs: list[list[int]], *, max_tokens: int = 256,
+                   progress=lambda f, m="": None) -> np.ndarray:
     """PV: ‖∂L/∂θ_j‖₂ per neuron, θ_j = its rows of the input projections (and biases) and of the output
-    projection, L the summed next-token loss over `seqs` — the size of a one-step update on this language."""
+    projection, L the summed next-token loss over `seqs` — the size of a one-step update on this language.
+    `progress(f, msg)`: the share of `seqs` done, after each micro-batch."""
     hf, arch = model.hf, model.arch
     sites = [(arch_mod.get(hf, p), "in", l) for l, b in enumerate(arch.blocks) for p in b.ffn_in]
     sites += [(arch_mod.get(hf, b.ffn_out), "out", l) for l, b in enumerate(arch.blocks)]
@@ -145,12 +147,15 @@ def gradient_norms(model, seqs: list[list[int]], *, max_tokens: int = 256) -> np
             p.grad = None
         head = hf.get_output_embeddings()
         cap = logits_mod.logit_cap(hf)
+        done = 0
         for batch in tx.batches(seqs, max_tokens=max_tokens, pad=tx.pad_id(model.tokenizer)):
             ids, mask = batch.ids.to(model.device), batch.mask.to(model.device)
             hidden = hf.base_model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
             logits = logits_mod.softcap(head(hidden[:, :-1]).float(), cap)  # (B, T-1, V)
             nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
             (nll * mask[:, 1:]).sum().backward()
+            done += len(batch.rows)
+            progress(done / max(1, len(seqs)), "PV gradients")
         L, F = arch.n_layers, arch.d_ffn
         sq = torch.zeros(L, F, dtype=torch.float64)
         for mod, role, layer in sites:

@@ -1,7 +1,7 @@
 """`bench.families.langneurons.stats` pinned where the streaming comparison in test_langneurons_measure.py cannot
 see: the shares and means of hand-made counts, the down projection's row norms read from the weights themselves,
-the top-k size rounded from `top_frac` (at least one neuron), the progress reported per micro-batch, and
-`gradient_norms` leaving the model's gradient flags as it found them."""
+the top-k size rounded from `top_frac` (at least one neuron), the progress reported per micro-batch (statistics and
+PV gradients), and `gradient_norms` leaving the model's gradient flags as it found them."""
 
 from __future__ import annotations
 
@@ -64,6 +64,16 @@ def test_progress_is_the_share_of_documents_done_per_micro_batch():
     seen.clear()
     stats.record(m, docs[:1], top_frac=0.25, progress=lambda f, msg="": seen.append((f, msg)))
     assert seen == [(1.0, "activation statistics")]  # one document: done once it is done
+
+
+def test_gradient_norms_report_the_share_of_documents_done_per_micro_batch():
+    m = loaded("llama")
+    docs = random_docs(5, 12, m.hf.config.vocab_size)
+    seen = []
+    stats.gradient_norms(m, docs, max_tokens=30, progress=lambda f, msg="": seen.append((f, msg)))
+    sizes = [len(rows) for rows in tx.groups(docs, max_tokens=30)]
+    assert len(sizes) > 1
+    assert seen == [(float(x) / 5, "PV gradients") for x in np.cumsum(sizes)]
 
 
 def test_a_padded_batch_counts_no_padding_and_no_start_token():

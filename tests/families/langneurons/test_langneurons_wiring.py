@@ -20,7 +20,7 @@ import torch
 from bench.ground import registry, schemas
 from bench.ground.context import ProbeContext
 from bench.corpora.parallel import Parallel, Split
-from bench.families.langneurons import edit, shared, steer, steer_probes
+from bench.families.langneurons import edit, shared, stats, steer, steer_probes
 from bench.families.langneurons import text as tx
 
 LANGS = ("en", "de", "fr")
@@ -172,6 +172,47 @@ def test_deactivation_reports_progress_per_condition_and_names_empty_sets(script
     frame = call("deactivation", full=("lape",), diagonal=())
     empty = [n for n in frame.attrs["notes"] if "set is empty" in n]
     assert empty == ["lape: de set is empty, so its row equals the unedited model"]
+
+
+def test_each_languages_statistics_and_gradients_come_from_its_own_documents_in_one_progress(monkeypatch):
+    """Not scripted: the real `all_stats` and `all_gradients` over a fake pass.  Language k's documents carry the
+    token k, and its fake statistics and gradients are k, so a language handed another's documents shows; the
+    progress of the whole stage runs once from 0 to 1 over the languages, each named with its place (it used to
+    restart at 0 for every language, and PV's gradients reported nothing for minutes)."""
+    own = {tuple(SPLIT.selection.side(lang)): k for k, lang in enumerate(LANGS)}
+    monkeypatch.setattr(tx, "documents", lambda tok, texts, doc_tokens, budget:
+                        [[0, own[tuple(texts)]]] * (2 * shared.CHUNKS))
+
+    def record(m, docs, *, top_frac, progress):
+        for f in (0.5, 1.0):
+            progress(f, "activation statistics")
+        k = np.full((L, F), docs[0][1])
+        return stats.Stats(n_tokens=len(docs), n_docs=len(docs), n_pos=k, s_act=k.astype(float), n_top=k)
+
+    def gradient_norms(m, docs, *, progress):
+        progress(1.0, "PV gradients")
+        return np.full((L, F), float(docs[0][1]))
+
+    monkeypatch.setattr(stats, "record", record)
+    monkeypatch.setattr(stats, "gradient_norms", gradient_norms)
+    got = []
+    ctx = ProbeContext(model=MODEL, seed=4, progress=lambda f, m="": got.append((f, m)))
+    setup = SimpleNamespace(data_parts=lambda ctx: {}, selection_tokens=100, doc_tokens=10, plnd_top=0.1,
+                            pv_tokens=50)
+    st = shared.all_stats(ctx, setup, SPLIT)
+    n, c = len(LANGS), shared.CHUNKS
+    assert list(st) == list(LANGS)
+    for k, lang in enumerate(LANGS):  # CHUNKS chunks of two documents each, summed
+        assert st[lang].n_docs == 2 * c and np.all(st[lang].s_act == k * c)
+    want = [((i + (j + f) / c) / n, f"activation statistics: {lang} ({i + 1} of {n})")
+            for i, lang in enumerate(LANGS) for j in range(c) for f in (0.5, 1.0)]
+    assert [m for _, m in got] == [m for _, m in want]
+    assert [f for f, _ in got] == pytest.approx([f for f, _ in want])
+    assert got[-1][0] == pytest.approx(1.0) and all(a[0] <= b[0] for a, b in zip(got, got[1:]))
+    got.clear()
+    g = shared.all_gradients(ctx, setup, SPLIT)
+    assert g.shape == (n, L, F) and [float(g[k, 0, 0]) for k in range(n)] == [0.0, 1.0, 2.0]
+    assert got == [((i + 1) / n, f"PV gradients: {lang} ({i + 1} of {n})") for i, lang in enumerate(LANGS)]
 
 
 def test_layer_distribution_of_empty_sets_has_zero_shares_and_names_its_edge_layers(scripted, monkeypatch):
