@@ -216,10 +216,7 @@ def _stops(stop: Stop, n: int) -> list[str | None]:
 
 def cut(text: str, stop: str | None) -> str:
     """`text` up to (not including) the first `stop`."""
-    if not stop:
-        return text
-    i = text.find(stop)
-    return text if i < 0 else text[:i]
+    return text[: text.find(stop)] if stop and stop in text else text
 
 
 @torch.no_grad()
@@ -354,8 +351,7 @@ def token_logprobs(model, prompts: Prompts, ids: torch.Tensor, mask: torch.Tenso
 
     The shared prefix runs once and its cache is expanded along the batch; then one forward over the rest of
     each prompt + its completion, computing only the logits that predict completion tokens (``logits_to_keep``),
-    which spares most of the LM head.
-    """
+    which spares most of the LM head."""
     prompts = fitting(model, prompts, ids.shape[1])
     past = _expanded(prefix_cache(model, prompts), len(prompts), keep=False)
     full_ids = torch.cat([prompts.ids, ids], 1)  # (B, S + C)
@@ -370,17 +366,22 @@ def token_logprobs(model, prompts: Prompts, ids: torch.Tensor, mask: torch.Tenso
 
 @torch.no_grad()
 def decode_groups(model, tok, groups: Sequence[Sequence[str]], max_new_tokens: int, *, micro_batch: int = 32,
-                  stop: Stop = "\n") -> list[tuple[str, ...]]:
+                  stop: Stop = "\n", progress: Callable[[float], None] = lambda f: None) -> list[tuple[str, ...]]:
     """Greedy texts of non-empty groups of prompts, decoded in shared batches: each group's common token prefix
     (split as :func:`decode` splits it) runs once, every group's in one left-padded pass, and the rows of all
     groups fill the micro-batches together as ``[pad… prefix][pad… rest][generated…]``.  The texts of
     :func:`decode` on each group alone, up to float rounding, in fewer steps (a step reads every weight however
-    few rows it has); group by group when the layout could outgrow a sliding window."""
+    few rows it has); group by group when the layout could outgrow a sliding window.  `progress(f)`: the share
+    of the prompts decoded, after each micro-batch (after each group, group by group)."""
     device = next(model.parameters()).device
     encs = [encode(tok, list(g), device) for g in groups]
     P, S, w = max(e.n_prefix for e in encs), max(e.ids.shape[1] for e in encs), window(model)
     if not P or (w is not None and P + S + max_new_tokens > w):
-        return [decode(model, tok, list(g), max_new_tokens, micro_batch=micro_batch, stop=stop).texts for g in groups]
+        out = []
+        for k, g in enumerate(groups):
+            out.append(decode(model, tok, list(g), max_new_tokens, micro_batch=micro_batch, stop=stop).texts)
+            progress((k + 1) / len(groups))
+        return out
     pre_ids, pre_mask = _padded([e.prefix.tolist() for e in encs], pad_id(tok), device)  # (G, P)
     shared = model(input_ids=pre_ids, attention_mask=pre_mask, position_ids=_positions(pre_mask), use_cache=True,
                    logits_to_keep=1).cache
@@ -394,5 +395,6 @@ def decode_groups(model, tok, groups: Sequence[Sequence[str]], max_new_tokens: i
         past.batch_select_indices(which)
         texts += steps(model, tok, ids, torch.cat([pre_mask[which], mask], 1), past, [max_new_tokens] * len(part),
                        stop=stop)[2]
+        progress(len(texts) / len(rows))
     ends = list(itertools.accumulate(len(e) for e in encs))
     return [tuple(texts[b - len(e): b]) for e, b in zip(encs, ends)]

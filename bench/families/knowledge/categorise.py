@@ -93,9 +93,11 @@ def count_correct(lm, tok, facts: Sequence[Fact], prompts: Prompts, *, max_new: 
     jobs = [(rel, j) for rel in rels for j in range(prompts.k)]
     idx = {rel: [i for i, f in enumerate(facts) if f.relation == rel] for rel in rels}
     if answer is None:
-        progress(0.0, f"categorising: {len(jobs)} prompts × {len(facts)} facts")
+        say = f"categorising: {len(jobs)} prompts × {len(facts)} facts"
+        progress(0.0, say)
         groups = [[prompts.prefixes[rel][j] + ask(facts[i]) for i in idx[rel]] for rel, j in jobs]
-        outs = [[t.strip() for t in g] for g in decoding.decode_groups(lm, tok, groups, max_new, micro_batch=batch)]
+        outs = [[t.strip() for t in g] for g in decoding.decode_groups(lm, tok, groups, max_new, micro_batch=batch,
+                                                                       progress=lambda f: progress(f, say))]
     else:
         outs = [answer(lm, tok, prompts.prefixes[rel][j], [ask(facts[i]) for i in idx[rel]], max_new=max_new,
                        batch=batch) for rel, j in jobs]

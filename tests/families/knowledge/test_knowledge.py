@@ -162,13 +162,38 @@ def test_prompts_decoded_in_shared_batches_give_each_groups_plain_answers(one_th
     lm = build_tiny(family, vocab=len(tiny_tokenizer))
     qs = [C.ask(f) for f in FACTS] + ["Question: a much longer question about Aland and Bland?\nAnswer:"]
     prefixes = [C.demo_block(DEMOS[:4]), C.demo_block(DEMOS[4:5]), C.demo_block(DEMOS[1:3])]
-    got = decoding.decode_groups(lm, tiny_tokenizer, [[p + q for q in qs] for p in prefixes], 6, micro_batch=4)
+    groups = [[p + q for q in qs] for p in prefixes]
+    seen = []
+    got = decoding.decode_groups(lm, tiny_tokenizer, groups, 6, micro_batch=4, progress=seen.append)
     want = [tuple(C.answer_plain(lm, tiny_tokenizer, p, [q], max_new=6)[0] for q in qs) for p in prefixes]
     assert [tuple(t.strip() for t in g) for g in got] == want
+    rows = 3 * len(qs)  # the share of rows decoded after each micro-batch of 4
+    assert seen == [min(k + 4, rows) / rows for k in range(0, rows, 4)]
     prompts = C.Prompts({"capital": tuple(prefixes)})
-    grouped = C.count_correct(lm, tiny_tokenizer, FACTS, prompts, max_new=6, batch=4)
+    said = []
+    grouped = C.count_correct(lm, tiny_tokenizer, FACTS, prompts, max_new=6, batch=4,
+                              progress=lambda f, m="": said.append((f, m)))
+    say = f"categorising: 3 prompts × {len(FACTS)} facts"
+    direct = []  # what decode_groups reports on the same groups (by micro-batch, or by group past a window)
+    decoding.decode_groups(lm, tiny_tokenizer, [[p + C.ask(f) for f in FACTS] for p in prefixes], 6, micro_batch=4,
+                           progress=direct.append)
+    assert len(direct) > 1 and direct[-1] == 1.0
+    assert said == [(0.0, say)] + [(f, say) for f in direct] + [(1.0, "categorising: 3 prompts done")]
     one_by_one = C.count_correct(lm, tiny_tokenizer, FACTS, prompts, max_new=6, batch=4, answer=C.answer_after)
     assert grouped.tolist() == one_by_one.tolist()
+
+
+def test_groups_decoded_one_by_one_past_a_sliding_window_report_each_group(one_thread, tiny_tokenizer, monkeypatch):
+    """When the shared layout could outgrow a sliding window, each group is decoded alone: the same answers,
+    and progress after each group."""
+    lm = build_tiny("llama", vocab=len(tiny_tokenizer))
+    qs = [C.ask(f) for f in FACTS]
+    groups = [[C.demo_block(DEMOS[:2]) + q for q in qs], [C.demo_block(DEMOS[2:3]) + q for q in qs]]
+    want = decoding.decode_groups(lm, tiny_tokenizer, groups, 4, micro_batch=2)
+    monkeypatch.setattr(decoding, "window", lambda model: 8)  # shorter than any prompt
+    seen = []
+    assert decoding.decode_groups(lm, tiny_tokenizer, groups, 4, micro_batch=2, progress=seen.append) == want
+    assert seen == [0.5, 1.0]
 
 
 def test_probe_end_to_end_on_a_tiny_model(one_thread, loaded_tiny, tmp_path):
