@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GIB = 2 ** 30
 HOLDERS = {"weights": "weights", "activations": "activations", "logits": "logits",
            "attention_maps": "attention maps", "kv_cache": "KV cache", "optimizer": "optimizer state",
-           "trained_copy": "trained float32 copy", "extra": "stated extras"}
+           "gradients": "gradients", "trained_copy": "trained float32 copy", "extra": "stated extras"}
 
 
 def plan(config: str, family: str, gib: float) -> list[dict]:

@@ -23,7 +23,8 @@ FLOPs per token are 2 × the block parameters (× 3 with the backward pass) plus
 × heads × head size × context), plus 2 × vocabulary × d_model for each LM-head position.
 
 Bytes (:func:`peak_bytes`) = weights in the run's dtype + the largest batch's activations, logits (float32),
-attention maps and KV cache + trained parameters with their gradients and AdamW state + stated extras.
+attention maps and KV cache + trained parameters with their gradients and AdamW state + gradients kept without
+an optimizer (in the weights' dtype) + stated extras.
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ class Work:
     attention_maps: int = 0  # attention probabilities kept at once (batch × layers × heads × T²)
     kv_tokens: int = 0     # KV-cache positions held at once (rows × length)
     trainable: int = 0     # parameters trained (adapters; all of them for a full fine-tune)
+    grads: int = 0         # parameters whose gradient is kept with no optimizer (PV's gradient norms)
     full_copy: bool = False  # a trained float32 copy of the whole model beside it
     extra_bytes: int = 0   # other buffers kept at once (Gram matrices, stored states)
 
@@ -326,6 +328,7 @@ def peak_parts(shape: Shape, w: Work, dtype_bytes: int) -> dict[str, int]:
             "attention_maps": w.attention_maps * 4,
             "kv_cache": w.kv_tokens * 2 * L * shape.n_kv_heads * shape.head_dim * dtype_bytes,
             "optimizer": w.trainable * 4 * 4,  # float32 weight, gradient and two AdamW moments
+            "gradients": w.grads * dtype_bytes,  # in the weights' own dtype
             "trained_copy": shape.n_params * 4 if w.full_copy else 0,
             "extra": w.extra_bytes}  # Gram matrices, stored states: what the cost model states
 

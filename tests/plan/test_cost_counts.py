@@ -110,6 +110,24 @@ def test_language_statistics_count_their_chunks(tiny):
                                        "doc_tokens": 16, "methods": ["lape"]})
 
 
+def test_pv_counts_the_gradient_it_keeps_for_every_ffn_weight(tiny, monkeypatch):
+    """PV keeps a gradient of every FFN weight until it reads their norms (no optimizer state): the
+    plan's `grads` is the number of elements that hold a gradient after a backward pass (a full-size run on
+    gemma3-270m held 0.26 GiB of them that the plan did not count)."""
+    held = []
+    backward = torch.Tensor.backward
+
+    def counted(self, *a, **k):
+        backward(self, *a, **k)
+        held.append(sum(p.numel() for p in tiny.model.hf.parameters() if p.grad is not None))
+
+    monkeypatch.setattr(torch.Tensor, "backward", counted)
+    w = _check(tiny, "activation_stats", {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "selection_tokens": 64,
+                                           "doc_tokens": 16, "methods": ["pv"]})
+    assert held and max(held) == w.grads > 0
+    assert gc.peak_parts(gc.Shape.from_config(tiny.model.hf.config), w, 4)["gradients"] == 4 * w.grads
+
+
 def test_crosslingual_similarity_counts_its_batches(tiny):
     _check(tiny, "crosslingual_similarity", {"corpus": "gettext:en,de,fr,ru", "eval_texts": 4, "n_texts": 3,
                                               "micro_tokens": 40})

@@ -49,12 +49,13 @@ def test_seconds_and_bytes_by_hand():
     # a load: the fixed part, the tokenizer's timed load, the float32 weights' bytes (or the initialiser's parameters)
     assert gc.load_seconds(s, RATES, tokenizer_s=0.7) == pytest.approx(0.5 + 0.7 + 328 * 4 / 1e8)
     assert gc.load_seconds(s, RATES, initialised=True) == pytest.approx(0.5 + 328 / 1e7)
-    m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, extra_bytes=11)
-    # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16, extra
-    assert gc.peak_bytes(s, m, 2) == 328 * 2 + 3 * 48 * 2 + 240 + 80 + 112 + 11
+    m = gc.Work(batch_tokens=3, logit_rows=2, kv_tokens=5, trainable=7, grads=13, extra_bytes=11)
+    # weights 328·2, one layer's activations 3·(6·4 + 3·8)·2, logits 2·10·4·3, KV 5·2·2·1·2·2, AdamW 7·16,
+    # gradients 13·2 kept without an optimizer (in the weights' dtype), extra
+    assert gc.peak_bytes(s, m, 2) == 328 * 2 + 3 * 48 * 2 + 240 + 80 + 112 + 26 + 11
     parts = gc.peak_parts(s, m, 2)  # what holds the peak, the sum above split by holder
     assert {k: v for k, v in parts.items() if v} == {"weights": 656, "activations": 288, "logits": 240,
-                                                       "kv_cache": 80, "optimizer": 112, "extra": 11}
+                                                       "kv_cache": 80, "optimizer": 112, "gradients": 26, "extra": 11}
 
 
 def test_work_adds_time_and_keeps_the_largest_batch():

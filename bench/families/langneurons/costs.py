@@ -46,7 +46,9 @@ def _stats(m: Planned, setup: shared.Setup, sp, lang: str) -> tuple[str, Work]:
 def _pv(m: Planned, setup: shared.Setup, sp, lang: str) -> tuple[str, Work]:
     docs = tx.documents(m.tokenizer, sp.selection.side(lang), doc_tokens=min(setup.doc_tokens, setup.pv_tokens),
                         budget=setup.pv_tokens)
-    return f"pv|{lang}|{setup}", _batched(docs, 256, head="all", backward=True) + Work(trainable=0)
+    # the gradient of every FFN weight is kept until the norms are read (no optimizer: nothing else per parameter)
+    return f"pv|{lang}|{setup}", _batched(docs, 256, head="all", backward=True) + Work(
+        grads=m.shape.n_layers * m.shape.ffn_params)
 
 
 def _fingerprint(setup: shared.Setup) -> tuple[str, Work]:
