@@ -106,8 +106,6 @@ def summed(chunks: list[stats.Stats]) -> stats.Stats:
                        n_top=sum(c.n_top for c in chunks))
 
 
-
-
 def half_pairs(n_pairs: int, seed: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """`n_pairs` distinct complementary splits of the CHUNKS chunks into two halves (seeded)."""
     from itertools import combinations
