@@ -85,3 +85,10 @@ def libraries() -> dict[str, str]:
 
     return {"torch": ".".join(torch.__version__.split(".")[:2]),
             "transformers": ".".join(transformers.__version__.split(".")[:2])}
+
+
+def part(progress: Callable, i: int, n: int, name: str = "") -> Callable:
+    """The progress callback of part `i` of `n` of a stage reported through `progress(f, msg)`: the part's own
+    share f becomes (i + f) / n of the stage, so the stage runs once from 0 to 1; a `name` is added to its messages
+    with the part's place ("activation statistics: de (2 of 8)")."""
+    return lambda f, msg="": progress((i + f) / n, f"{msg}: {name} ({i + 1} of {n})" if name else msg)

@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from bench.ground import context
 from bench.ground.errors import SpecError
 from bench.ground.ranges import Count
 from bench.ground.registry import probe_def
@@ -67,7 +68,7 @@ def knowledge_shift(ctx, *, corpus: str = "facts:country-capital", n_demos: int 
     n_jobs = len(jobs) + 1
 
     def stage(i):
-        return lambda f, m="": ctx.progress((i + f) / n_jobs, m)
+        return context.part(ctx.progress, i, n_jobs)
 
     counts, prompts, pool = study.before(ctx, design, stage(0))
     sp = study.choose(ctx, design, counts, pool)

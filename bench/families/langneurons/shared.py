@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench import corpora
 from bench.corpora import parallel
+from bench.ground.context import part
 from bench.families.langneurons import edit, select, stats
 from bench.families.langneurons import text as tx
 
@@ -54,16 +55,10 @@ CHUNKS = 8  # the selection documents are counted in this many interleaved chunk
 
 
 def each_language(ctx, langs) -> list[tuple[str, Callable]]:
-    """(language, progress) for each of `langs`: language i of n reports its own share f as (i + f) / n of the
-    stage, named with the language and its place ("activation statistics: de (2 of 8)"), so that a stage run
-    once per language goes once from 0 to 1 rather than once per language."""
+    """(language, progress) for each of `langs`: a stage run once per language reports once from 0 to 1, each
+    language named with its place (:func:`bench.ground.context.part`)."""
     langs = list(langs)
-    n = len(langs)
-
-    def scaled(i: int, lang: str) -> Callable:
-        return lambda f, msg="": ctx.progress((i + f) / n, f"{msg}: {lang} ({i + 1} of {n})")
-
-    return [(lang, scaled(i, lang)) for i, lang in enumerate(langs)]
+    return [(lang, part(ctx.progress, i, len(langs), lang)) for i, lang in enumerate(langs)]
 
 
 def language_chunks(ctx, setup: Setup, sp: parallel.Split, lang: str, progress=None) -> list[stats.Stats]:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bench.ground.context import part
 from bench.ground.errors import BenchError, ModelError
 from bench.ground.registry import probe_def
 from bench.ground.resume import Resume
@@ -110,7 +111,7 @@ def fit_decoders(model, train: Pool, cfg: DecoderConfig, *, progress=lambda f, m
     out = {}
     for k, (name, run) in enumerate(runs.items()):
         out[name] = fit(model, run["pool"], cfg, **kw, blind=run.get("blind", False), resume=resume(name),
-                        progress=lambda f, m="", k=k: progress((k + f) / len(runs), m))
+                        progress=part(progress, k, len(runs)))
     return out
 
 
