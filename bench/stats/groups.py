@@ -45,19 +45,31 @@ def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
     return float(2 * u / (len(a) * len(b)) - 1)
 
 
-def _pair_sums(vals: np.ndarray, is_a: np.ndarray, unit_idx: np.ndarray, n_units: int, chunk: int = 2048):
+def _pair_sums(vals: np.ndarray, is_a: np.ndarray, unit_idx: np.ndarray, n_units: int):
     """Cliff's δ by unit pairs: S[u, v] = Σ sign(a_i − b_j) over a-values of unit u and b-values of unit v,
-    and the counts of a- and b-values per unit.  δ of any reweighting w of units is wᵀSw / ((w·n_a)(w·n_b))."""
+    and the counts of a- and b-values per unit.  δ of any reweighting w of units is wᵀSw / ((w·n_a)(w·n_b)).
+
+    Counted by sorting, not pair by pair: for each unit v, the b-values of v below each a-value less those
+    above it (two binary searches in v's sorted b-values), summed per unit of the a-values.  The sums are
+    integers, so they equal the pair-by-pair count exactly, in time n_a · U · log(n_b / U) rather than
+    n_a · n_b · U (a full-size layer pass: 52 s of a 337 s cell went to the pair-by-pair count).  A
+    non-finite value has no sign against the others: S is then NaN, and so is every δ of it."""
     ia, ib = np.flatnonzero(is_a), np.flatnonzero(~is_a)
-    mb = np.zeros((len(ib), n_units))
-    mb[np.arange(len(ib)), unit_idx[ib]] = 1.0
     S = np.zeros((n_units, n_units))
-    for start in range(0, len(ia), chunk):  # bounded memory: chunk × n_b signs at a time
-        rows = ia[start : start + chunk]
-        sign = np.sign(vals[rows][:, None] - vals[ib][None, :]) @ mb  # (chunk, U)
-        np.add.at(S, unit_idx[rows], sign)
     na = np.bincount(unit_idx[ia], minlength=n_units).astype(float)
     nb = np.bincount(unit_idx[ib], minlength=n_units).astype(float)
+    if not np.isfinite(vals).all():
+        return np.full_like(S, np.nan), na, nb
+    a_vals, a_units = vals[ia], unit_idx[ia]
+    b_units = unit_idx[ib]
+    order = np.argsort(b_units, kind="stable")
+    b_sorted_units, b_vals = b_units[order], vals[ib][order]
+    bounds = np.searchsorted(b_sorted_units, np.arange(n_units + 1))
+    for v in np.flatnonzero(nb):
+        bv = np.sort(b_vals[bounds[v]: bounds[v + 1]])
+        below = np.searchsorted(bv, a_vals, side="left")  # b-values of v under each a-value
+        above = len(bv) - np.searchsorted(bv, a_vals, side="right")  # … and over it
+        S[:, v] = np.bincount(a_units, weights=below - above, minlength=n_units)
     return S, na, nb
 
 
@@ -67,9 +79,16 @@ def _weights(idx: np.ndarray, n_units: int) -> np.ndarray:
     return (idx[..., :, None] == np.arange(n_units)).sum(axis=-2).astype(float)
 
 
-def _delta_of(W: np.ndarray, S: np.ndarray, na: np.ndarray, nb: np.ndarray) -> np.ndarray:
-    """δ for unit weights W (..., U) and pair sums S (G, U, U) → (..., G)."""
-    num = np.einsum("...u,guv,...v->...g", W, S, W)
+def _delta_of(W: np.ndarray, S: np.ndarray, na: np.ndarray, nb: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """δ for unit weights W (..., U) and pair sums S (G, U, U) → (..., G).  WᵀSW by matrix products, `chunk`
+    weight rows at a time (memory chunk × G × U); the terms are integers, so the order of the sums is exact."""
+    W = np.asarray(W, float)
+    flat = W.reshape(-1, W.shape[-1])
+    num = np.empty((len(flat), S.shape[0]))
+    for start in range(0, len(flat), chunk):
+        w = flat[start: start + chunk]
+        num[start: start + chunk] = np.einsum("grv,rv->rg", np.matmul(w[None], S), w)  # one product per g
+    num = num.reshape(*W.shape[:-1], S.shape[0])
     den = np.einsum("...u,gu->...g", W, na) * np.einsum("...u,gu->...g", W, nb)
     with np.errstate(invalid="ignore", divide="ignore"):
         return num / den

@@ -174,7 +174,7 @@ def test_unit_pair_sums_give_cliffs_delta_and_its_reweighting():
     vals = np.round(rng.normal(size=300), 1)  # ties on purpose
     is_a = rng.random(300) < 0.4
     units = rng.integers(0, 12, 300)
-    S, na, nb = _pair_sums(vals, is_a, units, 12, chunk=17)
+    S, na, nb = _pair_sums(vals, is_a, units, 12)
     assert _delta_of(np.ones(12), S[None], na[None], nb[None])[0] == pytest.approx(cliffs_delta(vals[is_a], vals[~is_a]))
     w = rng.integers(0, 3, 12).astype(float)  # a bootstrap resample: unit u counted w[u] times
     rows = np.concatenate([np.flatnonzero(units == u) for u in range(12) for _ in range(int(w[u]))])

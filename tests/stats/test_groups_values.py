@@ -39,7 +39,7 @@ def test_pair_sums_and_weights_give_the_delta_of_a_resample():
     vals = rng.normal(size=23).round(1)
     is_a = rng.random(23) < 0.5
     unit = rng.integers(0, 4, 23)
-    S, na, nb = groups._pair_sums(vals, is_a, unit, 4, chunk=3)  # several chunks
+    S, na, nb = groups._pair_sums(vals, is_a, unit, 4)
     for u in range(4):
         assert na[u] == np.sum(is_a & (unit == u)) and nb[u] == np.sum(~is_a & (unit == u))
         for v in range(4):
@@ -48,11 +48,20 @@ def test_pair_sums_and_weights_give_the_delta_of_a_resample():
     draw = np.array([[2, 2, 0, 3], [1, 1, 1, 1]])
     W = groups._weights(draw, 4)
     assert W.tolist() == [[1, 0, 2, 1], [0, 4, 0, 0]]
-    got = groups._delta_of(W, S[None], na[None], nb[None])[..., 0]
+    got = groups._delta_of(W, S[None], na[None], nb[None], chunk=1)[..., 0]  # one resample per chunk
     for row, d in zip(draw, got):  # the resample as data: each drawn unit's tokens, once per draw
         a = np.concatenate([vals[is_a & (unit == u)] for u in row])
         b = np.concatenate([vals[~is_a & (unit == u)] for u in row])
         assert d == pytest.approx(delta_by_pairs(a, b)) if len(a) and len(b) else np.isnan(d)
+
+
+def test_a_non_finite_value_leaves_no_delta():
+    vals = np.array([1.0, 2.0, np.nan, 0.5, 3.0, 1.5])
+    is_a = np.array([True, True, True, False, False, False])
+    unit = np.array([0, 1, 2, 0, 1, 2])
+    S, na, nb = groups._pair_sums(vals, is_a, unit, 3)
+    assert np.isnan(S).all() and na.tolist() == [1, 1, 1] and nb.tolist() == [1, 1, 1]
+    assert np.isnan(groups._delta_of(np.ones(3), S[None], na[None], nb[None])).all()
 
 
 def clustered(n_texts=10, shift=-1.0, seed=1):
