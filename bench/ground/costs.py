@@ -14,8 +14,8 @@ Work that probes share through ``ctx.memo`` is a part with a key: a plan counts 
 cold run computes it once (a key that starts with ``global|`` once per run: work that reads no model).
 
 Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks without and with gradients,
-decoding, the LM head) + model calls × (a measured overhead per layer + one read of the weights at the measured
-memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn,
+decoding, the LM head) + model calls × (a measured overhead per layer, scaled to the architecture, + one read of
+the weights at the measured memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn,
 characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
 (:func:`load_seconds`) is a measured fixed part, its tokenizer's load as timed when the plan read it, and its
 weights' bytes (or, for a random-init control, its parameters drawn by the initialiser) at their measured rate.
@@ -55,7 +55,8 @@ def kv_heads(cfg, heads: int) -> int:
 
 @dataclass(frozen=True)
 class Shape:
-    """What a cost depends on, read from a model's config (never from its name)."""
+    """What a cost depends on, read from a model's config (never from its name), and how much interpreter work a
+    model call of its architecture does per layer beside a Llama's (:mod:`bench.spine.call_scale`)."""
 
     n_layers: int
     d_model: int
@@ -67,6 +68,7 @@ class Shape:
     tied: bool = True
     gated: bool = True
     window: int | None = None  # the smallest sliding attention window, if any layer has one
+    call_scale: float = 1.0  # a model call's overhead per layer ÷ a Llama layer's: measured, not read (a plan sets it)
 
     @classmethod
     def from_config(cls, config) -> "Shape":
@@ -287,7 +289,8 @@ def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
     its per-layer overhead and one read of the weights, an AdamW step its memory traffic (:data:`ADAMW_BYTES`
     per trained parameter) at the measured bandwidth."""
     f = flops(shape, w)
-    per_call = shape.n_layers * rates.call_layer_s + shape.n_params * dtype_bytes / rates.bandwidth
+    per_call = (shape.n_layers * rates.call_layer_s * shape.call_scale
+                + shape.n_params * dtype_bytes / rates.bandwidth)
     return (f["forward"] / rates.forward + f["backward"] / rates.backward + f["generate"] / rates.generate
             + f["head"] / rates.head + w.calls * per_call + w.flops / rates.kernel
             + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth

@@ -20,7 +20,7 @@ measured spread, or without a reference effect, the units needed are unknown (No
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -89,8 +89,10 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
     `grouped`: the cells are counted grouped by model, as one process runs them; else in the order given (the
     order a finished run's cells began in, across its workers)."""
     from bench.models import shapes
+    from bench.spine.call_scale import call_scale
 
     read: dict[str, tuple[Any, Any, str, float]] = {}
+    scale: dict[str, float] = {}  # base model → its architecture's call overhead per layer ÷ a Llama's
     loaded: set[Any] = set()
     done: dict[str, set[str]] = {}
     measured: dict[str, set[str]] = {}
@@ -104,8 +106,9 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         base = ref.base.name if hasattr(ref, "base") else cell.model
         if base not in read:
             read[base] = shapes.read(ref)
+            scale[base] = call_scale(read[base][0], device) if timed else 1.0
         config, tok, stand_in, tok_s = read[base]
-        shape = shapes.shape(config)
+        shape = replace(shapes.shape(config), call_scale=scale[base])
         info = cell.probe
         planned = gc.Planned(shape=shape, tokenizer=tok, seed=cell.seed, dtype_bytes=width, name=cell.model)
         try:
