@@ -14,9 +14,10 @@ Work that probes share through ``ctx.memo`` is a part with a key: a plan counts 
 cold run computes it once (a key that starts with ``global|`` once per run: work that reads no model).
 
 Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks without and with gradients,
-decoding, the LM head) + model calls × (a measured overhead per layer, scaled to the architecture, + one read of
-the weights at the measured memory bandwidth) + optimizer steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn,
-characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
+decoding, the LM head) + model calls × a measured overhead per layer (scaled to the architecture) + one read of
+the weights per call: at the measured memory bandwidth, or for a decoding step at the rate a few-row product
+streams them, taking the longer of that read and the step's arithmetic (:func:`model_seconds`) + optimizer
+steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn, characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
 (:func:`load_seconds`) is a measured fixed part, its tokenizer's load as timed when the plan read it, and its
 weights' bytes (or, for a random-init control, its parameters drawn by the initialiser) at their measured rate.
 FLOPs per token are 2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers
@@ -131,6 +132,7 @@ class Work:
     backward_head: int = 0  # of those, positions whose logits enter the loss
     generated: int = 0     # tokens decoded one step at a time with a KV cache (each through blocks and head)
     calls: int = 0         # model calls (forward passes and decoding steps): each costs a per-layer overhead
+    decoded_calls: int = 0  # of those, decoding steps: one token per row with a KV cache (bound by the weights' read)
     steps: int = 0         # optimizer steps
     context: int = 0       # longest sequence a position attends over (the attention term)
     flops: float = 0.0     # arithmetic outside the model (Gram sums, small trained models, baselines)
@@ -153,9 +155,8 @@ class Work:
     full_copy: bool = False  # a trained float32 copy of the whole model beside it
     extra_bytes: int = 0   # other buffers kept at once (Gram matrices, stored states)
 
-    TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "steps", "flops", "drawn", "chars",
-            "words", "hashed", "maps", "maps_trained", "array", "fresh",
-            "streamed")
+    TIME = ("forward", "head", "backward", "backward_head", "generated", "calls", "decoded_calls", "steps", "flops",
+            "drawn", "chars", "words", "hashed", "maps", "maps_trained", "array", "fresh", "streamed")
 
     def __add__(self, other: "Work") -> "Work":
         out = {}
@@ -238,6 +239,7 @@ class Rates:
     attention_train: float = 3e7  # … the same, forward and backward
     array: float = 3e8  # float64 elements per second through one numpy pass (element-wise or a reduction)
     fresh: float = 1e9  # bytes per second written to newly allocated memory (the pages faulted in as they are)
+    stream: float = 3e9  # bytes per second a few-row matrix product reads from a matrix beyond the caches
     machine: str = ""
     load: float = 0.0  # the 1-minute load average per CPU when measured: other work slows every rate above
 
@@ -284,15 +286,32 @@ def flops(shape: Shape, w: Work) -> dict[str, float]:
             "head": head * (w.head + 3.0 * w.backward_head + w.generated)}
 
 
-def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
-    """Predicted seconds of `w` (module docstring): each kind of FLOPs at its measured rate, every model call
-    its per-layer overhead and one read of the weights, an AdamW step its memory traffic (:data:`ADAMW_BYTES`
-    per trained parameter) at the measured bandwidth."""
+def model_seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
+    """Seconds of `w`'s model calls, less their fixed overhead.  Decoding steps (one token per row on a KV cache)
+    take the longer of their arithmetic (FLOPs at the decoding and head rates) and their read of the blocks' and
+    the head's weights at the rate a few-row product streams a matrix from memory (:attr:`Rates.stream`): with
+    few rows a step is bound by the read.  gemma3-270m's tied 262,144-row head is 0.67 GB in float32; a step of
+    8 rows reads it in 0.26 s at 2.6 GB/s on this project's 2-core machine, while its 2.7 GFLOP take 0.04 s,
+    and a plan that charged one read at the copy bandwidth (13 GB/s, measured on a block a 480 MB cache holds)
+    had its decoding cells at half their time.  Other calls, with many positions each, are bound by their
+    arithmetic: their FLOPs at their rates and one read of all the weights at the copy bandwidth."""
     f = flops(shape, w)
-    per_call = (shape.n_layers * rates.call_layer_s * shape.call_scale
-                + shape.n_params * dtype_bytes / rates.bandwidth)
-    return (f["forward"] / rates.forward + f["backward"] / rates.backward + f["generate"] / rates.generate
-            + f["head"] / rates.head + w.calls * per_call + w.flops / rates.kernel
+    head = 2.0 * shape.head_params
+    decode = f["generate"] / rates.generate + head * w.generated / rates.head
+    other = (f["forward"] / rates.forward + f["backward"] / rates.backward
+             + head * (w.head + 3.0 * w.backward_head) / rates.head)
+    rest = max(0, w.calls - w.decoded_calls)
+    read_decode = w.decoded_calls * (shape.block_params + shape.head_params) * dtype_bytes / rates.stream
+    read_other = rest * shape.n_params * dtype_bytes / rates.bandwidth
+    return max(decode, read_decode) + other + read_other
+
+
+def seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> float:
+    """Predicted seconds of `w` (module docstring): the model calls' products (:func:`model_seconds`) and their
+    overhead per layer, an AdamW step its memory traffic (:data:`ADAMW_BYTES` per trained parameter) at the
+    measured bandwidth, and the work outside the model at its measured rates."""
+    return (model_seconds(shape, w, rates, dtype_bytes) + w.calls * shape.n_layers * rates.call_layer_s
+            * shape.call_scale + w.flops / rates.kernel
             + ADAMW_BYTES * w.steps * w.trainable / rates.bandwidth
             + w.drawn / rates.rng + w.chars / rates.tokenize + w.words * rates.word_s
             + w.hashed / rates.hash_bps + w.maps / rates.attention + w.maps_trained / rates.attention_train

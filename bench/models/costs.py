@@ -21,7 +21,7 @@ def _steps(rows: int, width: int, budgets: Sequence[int], past: int) -> Work:
     n = max(budgets)
     generated = sum(b - 1 for b in budgets)
     length = past + width + n
-    return Work(forward=rows * width, head=rows, generated=generated, calls=n, context=length,
+    return Work(forward=rows * width, head=rows, generated=generated, calls=n, decoded_calls=n - 1, context=length,
                 batch_tokens=rows * width, logit_rows=rows, kv_tokens=rows * length)
 
 

@@ -2,10 +2,11 @@
 
 A small Llama-shaped model is built from a config with random weights (nothing is downloaded) and timed on
 the device the run uses: a memory copy (bandwidth), the same copy into newly allocated memory (bytes per second
-written to fresh pages), a wide product with its log-softmax (LM-head FLOP/s), a
+written to fresh pages), eight rows multiplied by two 256 MiB matrices in turn (the rate a decoding step streams
+weights that no cache holds), a wide product with its log-softmax (LM-head FLOP/s), a
 no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
 backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
-model call, less one read of the weights), a float64 matrix product (FLOP/s of kernels outside the model), a
+model call, less one read of the weights; at least that of a model as deep and 64 wide), a float64 matrix product (FLOP/s of kernels outside the model), a
 save and load of the weights beside a tiny model's (bytes loaded per second, and the fixed part of a load), the
 a byte-pair tokenizer splitting text (characters per second; a tokenizer's load is timed by the plan that reads
 it), eager attention forming and keeping its probabilities (elements per second, without and with the backward
@@ -29,12 +30,14 @@ from dataclasses import asdict
 
 from bench.ground.costs import Rates, Shape, Work, flops, selection_elements
 from bench.ground.store import atomic_write_json, cache_root, sha256_bytes
+from bench.spine import call_scale
 
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
               num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
 BATCH, LENGTH, ROWS, STEPS = 8, 128, 64, 24
 HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
-VERSION = 6  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
+STREAM_ROWS = 8  # rows of the few-row products timed for the rate weights stream from memory
+VERSION = 7  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
 DRAWS = 1 << 21  # Gaussian numbers drawn to time the generator
 MERGES = 60_000  # merges of the byte-pair tokenizer whose splitting of text is timed
 ITEMS = 200_000  # words joined to time the corpora's word joining
@@ -119,7 +122,7 @@ def best_time(fn, repeat: int = 3, warmup: bool = False) -> float:
 
 def measure(device: str = "cpu") -> Rates:
     """Time each kind of work once (the shortest of a few tries) and divide out what else the timing holds:
-    a call's overhead and weight read, the head's FLOPs at the head rate."""
+    a call's fixed cost (the blocks' rates are timed without a head)."""
     import torch
     import transformers as tf
 
@@ -142,20 +145,35 @@ def measure(device: str = "cpu") -> Rates:
     # every page is faulted in as it is first written (a model's deep copy pays this, not the bandwidth alone)
     t_fresh = best_time(lambda: (torch.empty_like(big).copy_(big), sync()))
     fresh = big.numel() * 4 / max(1e-9, t_fresh)
+    # a decoding step's products: a few rows against weights that no cache holds (two 256 MiB matrices in turn)
+    few = torch.randn(STREAM_ROWS, CONFIG["hidden_size"], device=dev)
+    mats = [x.view(-1, CONFIG["hidden_size"]) for x in (big, other)]
+    t_stream = best_time(lambda: ([few @ m.T for m in mats], sync()), warmup=True)
+    stream = 2 * big.numel() * 4 / max(1e-9, t_stream)
     t_head = best_time(lambda: (torch.log_softmax(rows_h @ wide.T, dim=-1), sync()))
     head = 2.0 * HEAD_ROWS * HEAD_VOCAB * CONFIG["hidden_size"] / max(1e-9, t_head)
-    read = shape.n_params * 4 / bandwidth
     ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, LENGTH), generator=torch.Generator().manual_seed(0)).to(dev)
     one = ids[:1, :1]
+    # A call's overhead per layer: this model's one-token call less one read of its weights at the copy
+    # bandwidth, spread over its layers (the width-bound small operations a call runs are in it).  That is a
+    # difference of two near numbers: with the weights' 67 MB held in a large cache the read can run faster than
+    # the copy's bandwidth, and it once came out at 0.  Its floor is the same call of a model as deep and 64
+    # wide, whose weights take no time to read: the interpreter's part alone.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        narrow = tf.LlamaForCausalLM(tf.LlamaConfig(**call_scale.TINY, num_hidden_layers=shape.n_layers)).to(dev)
 
-    def call(x):
+    def call(m, x):
         with torch.no_grad():
-            model(input_ids=x, use_cache=False)
+            m(input_ids=x, use_cache=False)
         sync()
 
-    call(ids)  # warm-up
-    t_call = best_time(lambda: [call(one) for _ in range(20)]) / 20
-    overhead = max(0.0, t_call - read) / shape.n_layers
+    token = torch.ones(1, 1, dtype=torch.long, device=dev)
+    call(model, ids)  # warm-up
+    call(narrow.eval(), token)
+    t_call = best_time(lambda: [call(model, token) for _ in range(20)]) / 20
+    t_narrow = best_time(lambda: [call(narrow, token) for _ in range(20)]) / 20
+    overhead = max(t_call - shape.n_params * 4 / bandwidth, t_narrow) / shape.n_layers
     # The blocks' rates are timed on the blocks alone (the base model, no head): subtracting a head's time
     # estimated at the head rate left a remainder small and noisy enough to inflate the forward rate tenfold
     # (1.9e12 FLOP/s on 2 cores), and every forward-heavy cell was planned that much too short.
@@ -208,7 +226,7 @@ def measure(device: str = "cpu") -> Rates:
     return Rates(forward=forward, backward=backward, generate=generate, call_layer_s=overhead, kernel=kernel,
                  base_bytes=base, head=head, bandwidth=bandwidth, rng=rng, word_s=_word_s(),
                  init_ps=sum(p.numel() for p in model.parameters()) / max(1e-9, t_init), hash_bps=_hash_bps(),
-                 **loads, **maps, array=array, fresh=fresh,
+                 **loads, **maps, array=array, fresh=fresh, stream=stream,
                  machine=machine_key(device), load=max(load, busy()))
 
 

@@ -238,7 +238,7 @@ def totals(rows: list[Row]) -> dict[str, dict[str, Any]]:
 # Every rate is named, each slower than its default in gc.Rates (tests/plan/test_announce.py)
 SLOW = dict(forward=2e9, backward=2e9, generate=1e9, call_layer_s=2e-3, kernel=2e8, load_bps=5e7, head=2e9,
             bandwidth=2e9, rng=1e7, tokenize=5e5, word_s=3e-6, load_fixed_s=2.0, init_ps=2e7,
-            attention=2e7, attention_train=5e6, hash_bps=1e8, array=5e7, fresh=2e8)
+            attention=2e7, attention_train=5e6, hash_bps=1e8, array=5e7, fresh=2e8, stream=5e8)
 ANNOUNCE_S = 180.0
 
 

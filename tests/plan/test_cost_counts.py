@@ -29,6 +29,7 @@ class Pushed:
         self.tokens = 0
         self.rows = 0
         self.calls = 0
+        self.decoded = 0  # calls of one token per row on a KV cache that already holds positions: decoding steps
         self.hooks = [hf.base_model.register_forward_pre_hook(self._body, with_kwargs=True),
                       hf.get_output_embeddings().register_forward_pre_hook(self._head)]
         if winner is not None:
@@ -43,6 +44,9 @@ class Pushed:
         self.calls += 1
         if ids is not None:
             self.tokens += ids.numel()
+        cache = kwargs.get("past_key_values", kwargs.get("cache"))
+        if ids is not None and ids.shape[-1] == 1 and cache is not None and cache.get_seq_length() > 0:
+            self.decoded += 1
 
     def _head(self, mod, args):
         x = args[0]
@@ -82,6 +86,7 @@ def _check(tiny, name: str, params: dict, *, force: bool = False) -> gc.Work:
     assert seen.tokens > 0
     assert seen.tokens == predicted.forward + predicted.generated + predicted.backward
     assert seen.rows == predicted.head + predicted.generated + predicted.backward_head
+    assert seen.decoded == predicted.decoded_calls
     return predicted
 
 
@@ -170,6 +175,7 @@ def test_rl_step_counts_its_sampling_and_each_micro_batch_of_its_update(tiny, mi
     assert seen.tokens == predicted.forward + predicted.generated + predicted.backward
     assert seen.rows == predicted.head + predicted.generated + predicted.backward_head
     assert seen.calls == predicted.calls
+    assert seen.decoded == predicted.decoded_calls == cfg.sampling.max_new_tokens - 1
 
 
 def test_training_steps_count_forward_and_backward(tiny):
@@ -331,6 +337,7 @@ def test_grouped_decoding_counts_each_prefix_once_and_the_shared_batches(tiny):
         seen.close()
     assert seen.tokens == predicted.forward + predicted.generated
     assert seen.rows == predicted.head + predicted.generated
+    assert seen.decoded == predicted.decoded_calls > 0
     assert predicted.head == 2 + 5 and predicted.generated == 5 * 2  # 2 prefixes, 5 first tokens, 2 more each
 
 
@@ -401,6 +408,7 @@ def test_grouped_decoding_counts_answers_that_stop_early_at_their_expected_lengt
     assert all(t.strip() == "" for g in out for t in g)
     assert seen.tokens == predicted.forward + predicted.generated
     assert seen.rows == predicted.head + predicted.generated
+    assert seen.decoded == predicted.decoded_calls == 0  # each row stops after its first token
 
 
 def test_knowledge_counts_each_answer_at_its_length_in_the_demonstrations_format(tiny):
@@ -476,3 +484,23 @@ def test_norm_folding_counts_the_fresh_copy_it_folds(tiny):
     matrices = sum(p.numel() for n, p in folded.named_parameters() if "norm" not in n)
     assert tiny.model.hf.config.tie_word_embeddings  # the untying is part of the count
     assert w.fresh == matrices * 4 and w.streamed == 3 * w.fresh
+
+
+def test_held_out_answers_count_at_their_solutions_length_once_the_format_is_trained(tiny):
+    """The base model's held-out answers (it rarely follows the task's format) count at their whole budget; a
+    checkpoint trained on the format writes " <solution>" and the newline that stops it, and counts at that."""
+    from bench.families.generalization import tasks
+
+    info, tok = registry.probe("sft_vs_rl"), tiny.model.tokenizer
+    params = {"arms": ["base_rl", "sft"], "n_cards": 2, "target": 0, "ops": "+", "show_target": False, "demos": 0,
+              "n_init": 4, "init_steps": 1, "n_train": 4, "n_eval": 3, "steps": 1, "batch": 2, "group": 2,
+              "sft_batch": 2, "max_new_tokens": 40, "micro_batch": 8, "seeds": 1, "curve_points": 0}
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tok, seed=0)
+    parts = dict(gc.cost_of(info, planned, params).parts)
+    task = tasks.TaskConfig(2, None, "+", info.params["max_target"].default, show_target=False)
+    items = [it for rule, stream in (("id", 2), ("ood", 3))
+             for it in tasks.generate(task, rule, 3, 0, stream=stream, need_face=True)]
+    lengths = [len(tok(f" {it.solution}\n", add_special_tokens=False)["input_ids"]) for it in items]
+    assert max(lengths) < 40
+    assert parts["sft_vs_rl|base"].generated == len(items) * (40 - 1)
+    assert parts["sft_vs_rl|initial"].generated == sum(n - 1 for n in lengths)  # its SFT fit decodes nothing

@@ -58,6 +58,29 @@ def test_seconds_and_bytes_by_hand():
                                                        "kv_cache": 80, "optimizer": 112, "gradients": 26, "extra": 11}
 
 
+def test_a_decoding_step_takes_the_longer_of_its_arithmetic_and_its_read_of_the_weights():
+    """Decoding steps read the blocks and the head at the few-row streaming rate, and overlap that with their
+    arithmetic; other calls add their arithmetic and one read of all weights at the copy bandwidth."""
+    from dataclasses import replace
+
+    s = gc.Shape(n_layers=2, d_model=4, d_ff=8, n_heads=2, n_kv_heads=1, head_dim=2, vocab=10)  # blocks 288, head 40
+    per = 2 * 288 + 4 * 2 * 2 * 2 * 6  # a position's block FLOPs at context 6
+    steps = gc.Work(generated=16, calls=3, decoded_calls=3, context=6)
+    arithmetic = 16 * per / RATES.generate + 80 * 16 / RATES.head
+    slow, fast = replace(RATES, stream=1e3), replace(RATES, stream=1e12)
+    read = 3 * (288 + 40) * 4 / 1e3  # three steps, each reading every float32 weight at 1,000 bytes/s
+    assert read > arithmetic
+    assert gc.model_seconds(s, steps, slow) == pytest.approx(read)
+    assert gc.model_seconds(s, steps, fast) == pytest.approx(arithmetic)
+    assert gc.model_seconds(s, steps, slow, dtype_bytes=2) == pytest.approx(read / 2)  # bfloat16 weights
+    passes = gc.Work(forward=10, head=10, calls=2, context=6)
+    assert gc.model_seconds(s, passes, slow) == pytest.approx(
+        10 * per / RATES.forward + 80 * 10 / RATES.head + 2 * 328 * 4 / RATES.bandwidth)
+    both = steps + passes  # the two kinds are bounded apart
+    assert gc.model_seconds(s, both, slow) == pytest.approx(gc.model_seconds(s, steps, slow)
+                                                             + gc.model_seconds(s, passes, slow))
+
+
 def test_work_adds_time_and_keeps_the_largest_batch():
     a = gc.Work(forward=3, batch_tokens=10, calls=1)
     b = gc.Work(forward=4, batch_tokens=7, calls=2, full_copy=True)

@@ -1,6 +1,8 @@
 """Cost model of ``sft_vs_rl`` (:mod:`bench.ground.costs`), stage by stage as :class:`.probes._Run` computes
 them: held-out evaluation (both splits decoded greedily), the SFT-initialised checkpoint, and per arm and seed
-the training run, its checkpoint evaluations and the final one.  An RL step samples `group` answers per prompt
+the training run, its checkpoint evaluations and the final one (a checkpoint trained on the task's format
+answers at the length of its solution in that format; the base model and its RL arm, which rarely follow the
+format, at the whole budget).  An RL step samples `group` answers per prompt
 (every row runs to the budget: sampling keeps finished rows in the batch) and runs forward and backward passes
 over prompts and answers, `micro_batch` answers at a time; an SFT step one forward and backward pass over
 prompts and targets."""
@@ -27,6 +29,7 @@ def _decode_rl(tok, prompts: list[str], cfg: TrainConfig, micro_batch: int) -> W
     S = max(len(r) for r in rows) - P
     n = len(expanded)
     sample = Work(forward=P + n * S, head=1 + n, generated=n * (cfg.sampling.max_new_tokens - 1), calls=1 + cfg.sampling.max_new_tokens,
+                  decoded_calls=cfg.sampling.max_new_tokens - 1,
                   context=P + S + cfg.sampling.max_new_tokens, batch_tokens=n * S, logit_rows=n,
                   kv_tokens=n * (P + S + cfg.sampling.max_new_tokens))
     C = cfg.sampling.max_new_tokens
@@ -62,8 +65,18 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
                   max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     trainable = m.shape.n_params if adapter == "full" else mc.lora_params(m.shape, "all", lora_rank)
     extra = Work(trainable=trainable, full_copy=adapter == "full")
-    evaluate = sum((mc.decode(tok, prompts(items), max_new_tokens, micro_batch=micro_batch, window=m.shape.window)
+    def evaluation(formatted: bool) -> Work:
+        """Both held-out splits decoded greedily: every answer at its whole budget, or (`formatted`: a checkpoint
+        trained on the task's format, which writes " <solution>" and the newline that stops it) at that length."""
+        def budgets(items):
+            if not formatted:
+                return max_new_tokens
+            return [min(max_new_tokens, len(tok(t, add_special_tokens=False)["input_ids"])) for t in targets(items)]
+
+        return sum((mc.decode(tok, prompts(items), budgets(items), micro_batch=micro_batch, window=m.shape.window)
                     for items in eval_items.values()), Work())
+
+    untrained, evaluate = evaluation(False), evaluation(True)
 
     def fit(cfg: TrainConfig, items) -> Work:
         ps, ts = prompts(items), targets(items)
@@ -79,7 +92,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
     rl_cfg = config("rl", steps=steps, **common)
     parts = []
     if "base_rl" in arms:
-        parts.append(("sft_vs_rl|base", evaluate))
+        parts.append(("sft_vs_rl|base", untrained))
     init = fit(init_cfg, init_items) + evaluate
     if {"sft", "rl"} & set(arms):
         parts.append(("sft_vs_rl|initial", init))
@@ -97,7 +110,9 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
                 cfg = rl_cfg
             every = cfg.steps // (curve_points + 1)
             checks = len([k for k in range(1, cfg.steps) if every and k % every == 0])
-            w = fit(cfg, order) + evaluate.times(1 + checks)
+            w = fit(cfg, order) + (untrained if arm == "base_rl" else evaluate).times(1 + checks)
             parts.append((f"sft_vs_rl|{arm}|{s}", w))
     return Cost(tuple(parts), units=seeds * n_eval, unit="seeds × held-out hands",
-                notes=("each answer counted at its whole token budget (greedy answers may stop sooner)",))
+                notes=("sampled answers counted at their whole token budget; greedy held-out answers of a checkpoint "
+                       "trained on the task's format at the length of their solution in it, of the base model and "
+                       "its RL arm (which rarely follow it) at the whole budget",))
