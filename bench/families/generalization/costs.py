@@ -115,4 +115,6 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
     return Cost(tuple(parts), units=seeds * n_eval, unit="seeds × held-out hands",
                 notes=("sampled answers counted at their whole token budget; greedy held-out answers of a checkpoint "
                        "trained on the task's format at the length of their solution in it, of the base model and "
-                       "its RL arm (which rarely follow it) at the whole budget",))
+                       "its RL arm (which rarely follow it) at the whole budget",
+                       "every RL step counted with its update's passes, which are skipped when every group scores "
+                       "alike (as an untrained model's malformed answers do)"))
