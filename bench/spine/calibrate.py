@@ -30,12 +30,13 @@ from dataclasses import asdict
 
 from bench.ground.costs import Rates, Shape, Work, flops, selection_elements
 from bench.ground.store import atomic_write_json, cache_root, sha256_bytes
-from bench.spine import call_scale
 
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
               num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=True)
 BATCH, LENGTH, ROWS, STEPS = 8, 128, 64, 24
 HEAD_ROWS, HEAD_VOCAB = 512, 65536  # an LM head as wide as a large vocabulary
+# a width whose weights take no time to read: a call of it is the interpreter's overhead alone
+NARROW = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, head_dim=16, vocab_size=256)
 STREAM_ROWS = 8  # rows of the few-row products timed for the rate weights stream from memory
 VERSION = 7  # of what is measured: part of the cache key, so rates measured by an older bench are measured again
 DRAWS = 1 << 21  # Gaussian numbers drawn to time the generator
@@ -161,7 +162,7 @@ def measure(device: str = "cpu") -> Rates:
     # wide, whose weights take no time to read: the interpreter's part alone.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        narrow = tf.LlamaForCausalLM(tf.LlamaConfig(**call_scale.TINY, num_hidden_layers=shape.n_layers)).to(dev)
+        narrow = tf.LlamaForCausalLM(tf.LlamaConfig(**NARROW, num_hidden_layers=shape.n_layers)).to(dev)
 
     def call(m, x):
         with torch.no_grad():

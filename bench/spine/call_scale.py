@@ -18,8 +18,7 @@ import json
 import time
 
 from bench.ground.store import atomic_write_json, cache_root
-
-TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, head_dim=16, vocab_size=256)
+from bench.spine.calibrate import NARROW as TINY, machine_key
 MAX_LAYERS = 48  # beyond this the ratio no longer changes with depth, and the timing grows
 REFERENCE = "llama"
 ROUNDS, CALLS = 5, 10
@@ -93,8 +92,6 @@ def measure(config, device: str = "cpu") -> float:
 def call_scale(config, device: str = "cpu") -> float:
     """The cached :func:`measure` of `config`'s architecture on this machine and `device`; 1 for a Llama or a
     config whose class cannot be built at the tiny width (an architecture transformers lacks)."""
-    from bench.spine.calibrate import machine_key
-
     cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
     arch = str(getattr(cfg, "model_type", "") or "")
     if arch in ("", REFERENCE):
