@@ -6,9 +6,9 @@ written to fresh pages), eight rows multiplied by two 256 MiB matrices in turn (
 weights that no cache holds), a wide product with its log-softmax (LM-head FLOP/s), a
 no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
 backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
-model call, less one read of the weights; at least that of a model as deep and 64 wide), a float64 matrix product (FLOP/s of kernels outside the model), a
-save and load of the weights beside a tiny model's (bytes loaded per second, and the fixed part of a load), the
-a byte-pair tokenizer splitting text (characters per second; a tokenizer's load is timed by the plan that reads
+model call, less one read of the weights; at least that of a model as deep and 64 wide), a float64 matrix
+product (FLOP/s of kernels outside the model), a save and load of the weights beside a tiny model's (bytes
+loaded per second, and the fixed part of a load), a byte-pair tokenizer splitting text (characters per second; a tokenizer's load is timed by the plan that reads
 it), eager attention forming and keeping its probabilities (elements per second, without and with the backward
 pass), numpy passes over float64 arrays (elements per second), Gaussian draws from a seeded generator,
 the corpora's word joining (seconds per word), a corpus fingerprint's file hashing (bytes per second), the
@@ -121,6 +121,12 @@ def best_time(fn, repeat: int = 3, warmup: bool = False) -> float:
     return min(out)
 
 
+def call_overhead(t_call: float, t_read: float, t_narrow: float, layers: int) -> float:
+    """Seconds of overhead per layer of a model call: a call (`t_call`) less its weights' read (`t_read`), and
+    never less than a narrow model's call of the same depth (`t_narrow`), whose weights take no time to read."""
+    return max(t_call - t_read, t_narrow) / layers
+
+
 def measure(device: str = "cpu") -> Rates:
     """Time each kind of work once (the shortest of a few tries) and divide out what else the timing holds:
     a call's fixed cost (the blocks' rates are timed without a head)."""
@@ -174,7 +180,7 @@ def measure(device: str = "cpu") -> Rates:
     call(narrow.eval(), token)
     t_call = best_time(lambda: [call(model, token) for _ in range(20)]) / 20
     t_narrow = best_time(lambda: [call(narrow, token) for _ in range(20)]) / 20
-    overhead = max(t_call - shape.n_params * 4 / bandwidth, t_narrow) / shape.n_layers
+    overhead = call_overhead(t_call, shape.n_params * 4 / bandwidth, t_narrow, shape.n_layers)
     # The blocks' rates are timed on the blocks alone (the base model, no head): subtracting a head's time
     # estimated at the head rate left a remainder small and noisy enough to inflate the forward rate tenfold
     # (1.9e12 FLOP/s on 2 cores), and every forward-heavy cell was planned that much too short.

@@ -117,3 +117,12 @@ def test_the_plan_scales_a_models_calls_by_its_architecture(tmp_path, tiny_token
         shape, work, load, width = row.work
         assert shape.call_scale == scale and work.calls > 0
         assert row.predicted_s == round(gc.seconds(shape, work, RATES, width) + costs._load_s(shape, load, RATES), 2)
+
+
+def test_the_calibrated_call_overhead_is_floored_by_a_narrow_models_call():
+    """A call less its weights' read is a difference of near numbers: with the weights in cache the read can run
+    faster than the copy's bandwidth, and the difference came out 0 once.  The narrow model's call bounds it."""
+    from bench.spine import calibrate
+
+    assert calibrate.call_overhead(t_call=8e-3, t_read=5e-3, t_narrow=1e-3, layers=4) == pytest.approx(0.75e-3)
+    assert calibrate.call_overhead(t_call=4e-3, t_read=5e-3, t_narrow=1e-3, layers=4) == pytest.approx(0.25e-3)
