@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 
 from bench.ground.store import atomic_write_json, cache_root
@@ -90,15 +91,16 @@ def measure(config, device: str = "cpu") -> float:
 
 
 def call_scale(config, device: str = "cpu") -> float:
-    """The cached :func:`measure` of `config`'s architecture on this machine and `device`; 1 for a Llama or a
-    config whose class cannot be built at the tiny width (an architecture transformers lacks)."""
+    """The cached :func:`measure` of `config`'s architecture on this machine and `device` (``BENCH_RECALIBRATE=1``
+    measures again, as it does the rates); 1 for a Llama or a config whose class cannot be built at the tiny width
+    (an architecture transformers lacks)."""
     cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
     arch = str(getattr(cfg, "model_type", "") or "")
     if arch in ("", REFERENCE):
         return 1.0
     path = cache_root() / "calibration" / f"{machine_key(device)}-calls.json"
     try:
-        known = json.loads(path.read_text()) if path.is_file() else {}
+        known = json.loads(path.read_text()) if path.is_file() and not os.environ.get("BENCH_RECALIBRATE") else {}
     except ValueError:
         known = {}  # an unreadable entry is measured again
     key = f"{arch}|{min(MAX_LAYERS, int(getattr(cfg, 'num_hidden_layers', 1) or 1))}"

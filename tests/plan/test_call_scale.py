@@ -80,6 +80,8 @@ def test_the_scale_is_measured_once_per_architecture_and_depth_and_cached(monkey
     assert calls == ["gemma3_text", "gemma3_text"]  # depth 2, then depth 3; the second depth-2 read the cache
     stored = json.loads(next((tmp_path / "bench-cache" / "calibration").glob("*-calls.json")).read_text())
     assert stored == {"gemma3_text|2": 1.734, "gemma3_text|3": 1.734}
+    monkeypatch.setenv("BENCH_RECALIBRATE", "1")  # measured again, as the rates are
+    assert cs.call_scale(gemma) == 1.734 and calls == ["gemma3_text"] * 3
 
 
 def test_a_class_that_cannot_be_built_small_is_planned_at_a_llamas(monkeypatch):
