@@ -17,7 +17,8 @@ Seconds (:func:`seconds`) = FLOPs ÷ the machine's measured FLOP rates (blocks w
 decoding, the LM head) + model calls × a measured overhead per layer (scaled to the architecture) + one read of
 the weights per call: at the measured memory bandwidth, or for a decoding step at the rate a few-row product
 streams them, taking the longer of that read and the step's arithmetic (:func:`model_seconds`) + optimizer
-steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn, characters tokenised, words joined into running text and bytes hashed, each at its measured rate.  A model's load
+steps × 28 bytes per trained parameter at that bandwidth + random numbers drawn, characters tokenised, words
+joined into running text and bytes hashed, each at its measured rate.  A model's load
 (:func:`load_seconds`) is a measured fixed part, its tokenizer's load as timed when the plan read it, and its
 weights' bytes (or, for a random-init control, its parameters drawn by the initialiser) at their measured rate.
 FLOPs per token are 2 × the block parameters (× 3 with the backward pass) plus the attention scores (4 × layers

@@ -1,22 +1,31 @@
 """This machine's speeds, measured once and cached: the rates :func:`bench.ground.costs.seconds` divides by.
 
 A small Llama-shaped model is built from a config with random weights (nothing is downloaded) and timed on
-the device the run uses: a memory copy (bandwidth), the same copy into newly allocated memory (bytes per second
-written to fresh pages), eight rows multiplied by two 256 MiB matrices in turn (the rate a decoding step streams
-weights that no cache holds), a wide product with its log-softmax (LM-head FLOP/s), a
-no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
-backward pass), cached one-token decoding steps (decoding FLOP/s), one-token calls (the overhead per layer of a
-model call, less one read of the weights; at least that of a model as deep and 64 wide), a float64 matrix
-product (FLOP/s of kernels outside the model), a save and load of the weights beside a tiny model's (bytes
-loaded per second, and the fixed part of a load), a byte-pair tokenizer splitting text (characters per second; a tokenizer's load is timed by the plan that reads
-it), eager attention forming and keeping its probabilities (elements per second, without and with the backward
-pass), numpy passes over float64 arrays (elements per second), Gaussian draws from a seeded generator,
-the corpora's word joining (seconds per word), a corpus fingerprint's file hashing (bytes per second), the
-initialiser drawing the model's weights (parameters per second) and the process's resident memory before any
-model.  The result is cached in the bench cache folder under a key of what is measured (:data:`VERSION`), the
-machine (host name, processor, CPU count), the torch version, the thread count and the device;
-``BENCH_RECALIBRATE=1`` measures again.  The load average
-at measurement is kept with the rates: `bench plan` warns when they were taken on a busy machine.
+the device the run uses:
+- a memory copy (bandwidth), and the same copy into newly allocated memory (bytes per second written to fresh
+  pages);
+- eight rows multiplied by two 256 MiB matrices in turn (the rate a decoding step streams weights that no cache
+  holds);
+- a wide product with its log-softmax (LM-head FLOP/s);
+- a no-gradient forward pass over a batch (forward FLOP/s), the same batch forward and backward (FLOP/s with the
+  backward pass), cached one-token decoding steps (decoding FLOP/s);
+- one-token calls (the overhead per layer of a model call, less one read of the weights; at least that of a
+  model as deep and 64 wide);
+- a float64 matrix product (FLOP/s of kernels outside the model);
+- a save and load of the weights beside a tiny model's (bytes loaded per second, and the fixed part of a load);
+- a byte-pair tokenizer splitting text (characters per second; a tokenizer's load is timed by the plan that
+  reads it);
+- eager attention forming and keeping its probabilities (elements per second, without and with the backward
+  pass);
+- numpy passes over float64 arrays (elements per second), Gaussian draws from a seeded generator, the corpora's
+  word joining (seconds per word), a corpus fingerprint's file hashing (bytes per second), the initialiser
+  drawing the model's weights (parameters per second);
+- the process's resident memory before any model.
+
+The result is cached in the bench cache folder under a key of what is measured (:data:`VERSION`), the machine
+(host name, processor, CPU count), the torch version, the thread count and the device; ``BENCH_RECALIBRATE=1``
+measures again.  The load average at measurement is kept with the rates: `bench plan` warns when they were
+taken on a busy machine.
 """
 
 from __future__ import annotations

@@ -28,11 +28,9 @@ def _decode_rl(tok, prompts: list[str], cfg: TrainConfig, micro_batch: int) -> W
     P = decoding.shared_length(rows)
     S = max(len(r) for r in rows) - P
     n = len(expanded)
-    sample = Work(forward=P + n * S, head=1 + n, generated=n * (cfg.sampling.max_new_tokens - 1), calls=1 + cfg.sampling.max_new_tokens,
-                  decoded_calls=cfg.sampling.max_new_tokens - 1,
-                  context=P + S + cfg.sampling.max_new_tokens, batch_tokens=n * S, logit_rows=n,
-                  kv_tokens=n * (P + S + cfg.sampling.max_new_tokens))
     C = cfg.sampling.max_new_tokens
+    sample = Work(forward=P + n * S, head=1 + n, generated=n * (C - 1), calls=1 + C, decoded_calls=C - 1,
+                  context=P + S + C, batch_tokens=n * S, logit_rows=n, kv_tokens=n * (P + S + C))
     size = max(1, min(micro_batch, n))
     parts = -(-n // size)
     update = Work(backward=parts * P + n * (S + C), backward_head=n * (C + 1) + (parts if P else 0),
@@ -65,6 +63,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
                   max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     trainable = m.shape.n_params if adapter == "full" else mc.lora_params(m.shape, "all", lora_rank)
     extra = Work(trainable=trainable, full_copy=adapter == "full")
+
     def evaluation(formatted: bool) -> Work:
         """Both held-out splits decoded greedily: every answer at its whole budget, or (`formatted`: a checkpoint
         trained on the task's format, which writes " <solution>" and the newline that stops it) at that length."""
