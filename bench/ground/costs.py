@@ -297,10 +297,9 @@ def model_seconds(shape: Shape, w: Work, rates: Rates, dtype_bytes: int = 4) -> 
     had its decoding cells at half their time.  Other calls, with many positions each, are bound by their
     arithmetic: their FLOPs at their rates and one read of all the weights at the copy bandwidth."""
     f = flops(shape, w)
-    head = 2.0 * shape.head_params
-    decode = f["generate"] / rates.generate + head * w.generated / rates.head
-    other = (f["forward"] / rates.forward + f["backward"] / rates.backward
-             + head * (w.head + 3.0 * w.backward_head) / rates.head)
+    decode_head = flops(shape, Work(generated=w.generated))["head"]  # the decoded tokens' share of the head
+    decode = f["generate"] / rates.generate + decode_head / rates.head
+    other = f["forward"] / rates.forward + f["backward"] / rates.backward + (f["head"] - decode_head) / rates.head
     rest = max(0, w.calls - w.decoded_calls)
     read_decode = w.decoded_calls * (shape.block_params + shape.head_params) * dtype_bytes / rates.stream
     read_other = rest * shape.n_params * dtype_bytes / rates.bandwidth

@@ -25,12 +25,22 @@ REFERENCE = "llama"
 ROUNDS, CALLS = 5, 10
 
 
+def _text(config):
+    """The text part of `config` (a multimodal config's language model), or `config` itself."""
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _depth(config) -> int:
+    """The layers the tiny models are built with: the config's own, at most :data:`MAX_LAYERS`."""
+    return max(1, min(MAX_LAYERS, int(getattr(_text(config), "num_hidden_layers", 1) or 1)))
+
+
 def small_config(config, n_layers: int):
     """A copy of `config` (its text part) at the tiny width :data:`TINY`, with `n_layers` layers; the same class,
     so the same modules run.  Key/value heads keep their sharing (one when the config has one, all four when it
     has as many as query heads, else two); a per-layer list of attention kinds keeps its pattern; a padding id
     beyond the tiny vocabulary is dropped (an embedding cannot pad with a row it lacks)."""
-    cfg = copy.deepcopy(config.get_text_config() if hasattr(config, "get_text_config") else config)
+    cfg = copy.deepcopy(_text(config))
     heads, kv = getattr(cfg, "num_attention_heads", 1), getattr(cfg, "num_key_value_heads", None)
     for name, value in TINY.items():
         try:
@@ -62,8 +72,7 @@ def measure(config, device: str = "cpu") -> float:
 
     from bench.models import hub
 
-    n = max(1, min(MAX_LAYERS, int(getattr(config.get_text_config() if hasattr(config, "get_text_config")
-                                           else config, "num_hidden_layers", 1) or 1)))
+    n = _depth(config)
     small = small_config(config, n)
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -94,8 +103,7 @@ def call_scale(config, device: str = "cpu") -> float:
     """The cached :func:`measure` of `config`'s architecture on this machine and `device` (``BENCH_RECALIBRATE=1``
     measures again, as it does the rates); 1 for a Llama or a config whose class cannot be built at the tiny width
     (an architecture transformers lacks)."""
-    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
-    arch = str(getattr(cfg, "model_type", "") or "")
+    arch = str(getattr(_text(config), "model_type", "") or "")
     if arch in ("", REFERENCE):
         return 1.0
     path = cache_root() / "calibration" / f"{machine_key(device)}-calls.json"
@@ -103,7 +111,7 @@ def call_scale(config, device: str = "cpu") -> float:
         known = json.loads(path.read_text()) if path.is_file() and not os.environ.get("BENCH_RECALIBRATE") else {}
     except ValueError:
         known = {}  # an unreadable entry is measured again
-    key = f"{arch}|{min(MAX_LAYERS, int(getattr(cfg, 'num_hidden_layers', 1) or 1))}"
+    key = f"{arch}|{_depth(config)}"
     if not isinstance(known.get(key), (int, float)):
         try:
             known[key] = round(measure(config, device), 3)
