@@ -110,7 +110,9 @@ def call_scale(config, device: str = "cpu") -> float:
     try:
         known = json.loads(path.read_text()) if path.is_file() and not os.environ.get("BENCH_RECALIBRATE") else {}
     except ValueError:
-        known = {}  # an unreadable entry is measured again
+        known = {}
+    if not isinstance(known, dict):
+        known = {}  # an unreadable file is measured again, and written anew
     key = f"{arch}|{_depth(config)}"
     if not isinstance(known.get(key), (int, float)):
         try:

@@ -128,3 +128,14 @@ def test_the_calibrated_call_overhead_is_floored_by_a_narrow_models_call():
 
     assert calibrate.call_overhead(t_call=8e-3, t_read=5e-3, t_narrow=1e-3, layers=4) == pytest.approx(0.75e-3)
     assert calibrate.call_overhead(t_call=4e-3, t_read=5e-3, t_narrow=1e-3, layers=4) == pytest.approx(0.25e-3)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"gemma3_text|2": "fast"}'])
+def test_an_unreadable_scale_cache_is_measured_again_and_rewritten(monkeypatch, tmp_path, content):
+    from bench.spine.calibrate import machine_key
+
+    path = tmp_path / "bench-cache" / "calibration" / f"{machine_key('cpu')}-calls.json"
+    path.write_text(content)
+    monkeypatch.setattr(cs, "measure", lambda config, device="cpu": 1.25)
+    assert cs.call_scale(build_tiny("gemma3").config) == 1.25
+    assert json.loads(path.read_text())["gemma3_text|2"] == 1.25
