@@ -43,7 +43,7 @@ METRICS = ("correct", "format_ok", "rl_gain", "train_loss", "train_reward", "tra
            "ckpt_accuracy", "ckpt_flops", "initial_format_rate", "base_format_rate", "initial_ood_accuracy",
            "trained_id_accuracy")
 ARMS = ("sft", "rl", "base_rl")
-VERSION = 8  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
+VERSION = 9  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
 # 3: the prompts' shared prefix runs once (same numbers up to float rounding, so a near-tie may break otherwise)
 # 4: greedy decoding drops finished answers from the batch (float rounding again)
 # 5: the paper's design: SFT-initialised start, equal FLOPs, seeds, shaped reward, base / base_rl stages
@@ -53,7 +53,12 @@ VERSION = 8  # 2: LoRA matrices drawn from the run seed (they came from the proc
 #    move by < 3e-6 on SmolLM2-135M; every answer, reward and FLOPs count the same)
 # 8: the first decoding step's output head on contiguous states (:func:`bench.models.logits.contiguous_head`;
 #    answers and samples as before up to float rounding)
-STAGE_VERSION = 7  # what keys the cached stages: bumped only when a stage's own frame changes
+# 9: the verifier reads only decimal digits as numbers.  A sampled answer holding a digit-like character that
+#    ``int`` cannot read (a superscript ²) raised and ended the cell; it is now an illegal character, as "x"
+#    is.  The one such answer that did not raise, a stated value of that kind after no formula ("=²"), scored
+#    −2 (every card left out) and now scores −3 (illegal), as "=x" did; a stage that met it would differ, so
+#    the stages are keyed afresh
+STAGE_VERSION = 8  # what keys the cached stages: bumped only when a stage's own frame changes
 
 
 class TaskSetupError(BenchError):

@@ -116,7 +116,7 @@ class _Parser:
             if self.take() != ")":
                 raise ParseError("missing ')'")
             return value
-        if tok.isdigit():
+        if tok.isdecimal():
             self.numbers.append(int(tok))
             return Fraction(int(tok))
         raise ParseError(f"unexpected {tok!r}")
@@ -166,19 +166,22 @@ _ALPHABET = re.compile(r"\d+|[+\-*/()]")
 
 
 def check(response: str, values: tuple[int, ...], target: int, hidden: bool = False) -> Check:
+    """What the verifier finds in a sampled `response`, whatever characters it holds.  A number is a run of
+    decimal digits (``str.isdecimal``: those ``int`` reads); a digit-like character that is no decimal digit
+    (a superscript ², a circled ①) is a character outside the formula's alphabet, scored as illegal."""
     line = response.strip().split("\n", 1)[0].strip() if response.strip() else ""
     parts = line.rstrip(".").split("=")
     toks = re.findall(r"\d+|\S", parts[0])  # numbers apart from each other stay two tokens
     formula = "".join(toks)
     stated = parts[1].strip() if len(parts) == 2 else None
-    if len(parts) > 2 or (stated is not None and not stated.lstrip("-").isdigit()):
+    if len(parts) > 2 or (stated is not None and not stated.lstrip("-").isdecimal()):
         return Check(formula, False, 1, 0, False, False)
-    if any(not (t.isdigit() or t in OPS + "()") for t in toks):
+    if any(not (t.isdecimal() or t in OPS + "()") for t in toks):
         return Check(formula, False, 1, 0, False, False)
     if not toks:  # nothing written: every card left out
         return Check(formula, False, 0, 1, False, False)
     illegal = _bad_transitions(toks)
-    nums = [int(t) for t in toks if t.isdigit()]
+    nums = [int(t) for t in toks if t.isdecimal()]
     need, have = _counts(values), _counts(nums)
     wrong = int(any(k not in need or have[k] > need[k] for k in have))
     wrong += int(any(have.get(k, 0) < need[k] for k in need))
@@ -207,7 +210,7 @@ def _bad_transitions(toks: list[str]) -> int:
     closing parentheses."""
     bad, depth, prev = 0, 0, None
     for t in toks:
-        kind = "num" if t.isdigit() else "op" if t in OPS else t
+        kind = "num" if t.isdecimal() else "op" if t in OPS else t
         if kind in ("num", "(") and prev not in (None, "op", "("):
             bad += 1
         elif kind in ("op", ")") and prev not in ("num", ")"):
@@ -284,7 +287,7 @@ def reachable(values: tuple[int, ...], ops: str = OPS) -> dict[Fraction, str]:
 
 
 def _wrap(e: str) -> str:
-    return e if e.isdigit() else f"({e})"
+    return e if e.isdecimal() else f"({e})"
 
 
 def _unwrap(e: str) -> str:

@@ -199,3 +199,22 @@ def test_four_card_ood_split_defeats_a_rule_blind_solver():
         sols = tasks.reachable(blind)
         if Fraction(24) in sols:
             assert not tasks.score(sols[Fraction(24)], it.values, 24)
+
+
+@pytest.mark.parametrize("response", ["3²+11=14", "3+11=14²", "3+11=²", "=²", "²", "3+①=14", "3+11=1⁴"])
+def test_digit_like_characters_are_illegal_not_a_crash(response):
+    """A sampled answer with a superscript or circled digit (``str.isdigit`` but not ``int``-readable) is a
+    character outside the alphabet: illegal, no exception (such a sample once ended a full-size RL run)."""
+    item = tasks.Item((3, 11), "ood", 14, "3+11=14", hidden=True, ops="+")
+    c = tasks.check(response, item.values, item.target, item.hidden)
+    assert not c.format_ok and not c.correct
+    assert tasks.shaped_reward(response, item) == -3.0
+    assert tasks.binary_reward(response, item) == 0.0
+    with pytest.raises(tasks.ParseError):
+        tasks.evaluate("3+²")
+
+
+def test_decimal_digits_of_other_scripts_read_as_their_numbers():
+    """Decimal digits of any script are numbers, as ``int`` reads them (fullwidth ３ is 3)."""
+    item = tasks.Item((3, 11), "ood", 14, "3+11=14", hidden=True, ops="+")
+    assert tasks.shaped_reward("３+１１=１４", item) == 5.0
