@@ -218,3 +218,21 @@ def test_decimal_digits_of_other_scripts_read_as_their_numbers():
     """Decimal digits of any script are numbers, as ``int`` reads them (fullwidth ３ is 3)."""
     item = tasks.Item((3, 11), "ood", 14, "3+11=14", hidden=True, ops="+")
     assert tasks.shaped_reward("３+１１=１４", item) == 5.0
+
+
+def test_the_verifier_never_raises_on_sampled_text():
+    """Seeded fuzz: 4,000 strings over the formula's alphabet, '=', spaces, newlines, letters and every
+    character of the Basic Multilingual Plane that Python calls a digit or numeric, scored under a shown and a
+    hidden target: each gets a reward on the paper's scale and never an exception."""
+    import random
+
+    numeric = [c for c in map(chr, range(0x10000)) if c.isdigit() or c.isnumeric()]
+    alphabet = list("0123456789+-*/()= .\nxJ") * 20 + numeric
+    rng = random.Random(0)
+    shown = tasks.Item((1, 2, 3, 4), "id", 24, "1*2*3*4=24")
+    hidden = tasks.Item((3, 11), "ood", 14, "3+11=14", hidden=True, ops="+")
+    for _ in range(4000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        for item in (shown, hidden):
+            assert tasks.shaped_reward(text, item) in (5.0, 1.0, -1.0) or tasks.shaped_reward(text, item) <= -2.0
+            tasks.binary_reward(text, item)
