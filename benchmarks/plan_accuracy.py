@@ -6,11 +6,12 @@ RUN_DIR is a run folder (its record.json) or a runs folder holding one (the late
 planned again from the record's own settings (models, profile, device, dtype, seed, control) on the specs it
 ran, reading configs and tokenizers only, with this machine's measured rates; each is compared with the
 record's ``timings.total_s``, less the time it waited (``timings.wait_s``) for a shared piece that another
-worker was computing (that work is booked to the cell computing it); a run of worker processes is planned at the
-thread count each had (the record's ``executor.threads_per_job``), with a load of its model in every work unit as
-the workers do, and in the order the cells began (``timings.started_at``, where the record has
-it), so that work several cells share is booked to the cell that did it.  Cells the run read from its cache are
-shown, and left out of the ratios (a plan predicts them as free).  Target: every cell and the total within [0.5, 2].
+worker was computing (that work is booked to the cell computing it); a run is planned at the thread count its
+processes had (the record's ``executor.threads_per_job``, or ``device.threads`` of a one-process run), a run of
+worker processes with a load of its model in every work unit as the workers do, and in the order the cells
+began (``timings.started_at``, where the record has it), so that work several cells share is booked to the cell
+that did it.  Cells the run read from its cache are shown, and left out of the ratios (a plan predicts them as
+free).  Target: every cell and the total within [0.5, 2].
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ def main() -> None:
     from bench.ground.costs import Rates
 
     rates = Rates(**json.loads(args.rates.read_text())) if args.rates else None
-    threads = (record.get("executor") or {}).get("threads_per_job")
-    if threads and rates is None:  # worker processes of `threads` threads each: plan at their rates
+    threads = ((record.get("executor") or {}).get("threads_per_job")  # worker processes', or the one process's
+               or (record.get("device") or {}).get("threads"))
+    if threads and rates is None:  # plan at the rates of the thread count the run computed with
         import torch
 
         torch.set_num_threads(int(threads))
-        print(f"planned at the rates of {threads} thread(s), as the run's worker processes ran", file=sys.stderr)
+        print(f"planned at the rates of {threads} thread(s), as the run's processes ran", file=sys.stderr)
     began = {(c["spec"]["id"], c["model"]): c["timings"]["started_at"] for c in record["cells"]
              if "started_at" in (c.get("timings") or {})}
     if began:  # booked in the order the cells began (a worker may run a later spec's cell first)
