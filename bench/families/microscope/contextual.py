@@ -318,7 +318,8 @@ def fit(model, train: Pool, cfg: DecoderConfig, *, vocab: torch.Tensor, start_id
             opt.step()
             losses.append(float(loss.detach()))
             lrs.append(f)
-            progress((step + 1) / cfg.steps, f"prefix decoder{' (blind)' if blind else ''}: loss {losses[-1]:.2f}")
+            progress((step + 1) / cfg.steps,
+                     f"prefix decoder{' (blind)' if blind else ''}: step {step + 1}/{cfg.steps} loss {losses[-1]:.2f}")
             maybe_save(resume, step + 1, cfg.steps, lambda: snapshot(
                 params, opt, generators=[gen], step=step + 1, order=order, at=at, losses=list(losses), lrs=list(lrs),
                 seconds=before + time.perf_counter() - t0))
