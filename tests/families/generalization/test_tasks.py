@@ -210,8 +210,6 @@ def test_digit_like_characters_are_illegal_not_a_crash(response):
     assert not c.format_ok and not c.correct
     assert tasks.shaped_reward(response, item) == -3.0
     assert tasks.binary_reward(response, item) == 0.0
-    with pytest.raises(tasks.ParseError):
-        tasks.evaluate("3+²")
 
 
 def test_decimal_digits_of_other_scripts_read_as_their_numbers():
@@ -234,5 +232,6 @@ def test_the_verifier_never_raises_on_sampled_text():
     for _ in range(4000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
         for item in (shown, hidden):
-            assert tasks.shaped_reward(text, item) in (5.0, 1.0, -1.0) or tasks.shaped_reward(text, item) <= -2.0
+            reward = tasks.shaped_reward(text, item)
+            assert reward in (5.0, 1.0, -1.0) or reward <= -2.0
             tasks.binary_reward(text, item)
