@@ -3,7 +3,8 @@ them: held-out evaluation (both splits decoded greedily), the SFT-initialised ch
 the training run, its checkpoint evaluations and the final one (a checkpoint trained on the task's format
 answers at the length of its solution in that format; the base model and its RL arm, which rarely follow the
 format, at the whole budget).  An RL step samples `group` answers per prompt
-(every row runs to the budget: sampling keeps finished rows in the batch) and runs forward and backward passes
+(each counted at the whole budget: sampling keeps finished rows in the batch, which runs until its last answer
+ends, and when that is the plan cannot know) and runs forward and backward passes
 over prompts and answers, `micro_batch` answers at a time; an SFT step one forward and backward pass over
 prompts and targets."""
 
@@ -116,4 +117,7 @@ def sft_vs_rl_cost(m: Planned, *, arms: list[str], n_cards: int, target: int, op
                        "trained on the task's format at the length of their solution in it, of the base model and "
                        "its RL arm (which rarely follow it) at the whole budget",
                        "every RL step counted with its update's passes, which are skipped when every group scores "
-                       "alike (as an untrained model's malformed answers do)"))
+                       "alike (as an untrained model's malformed answers do)",
+                       "an upper bound for an RL run whose answers collapse to an immediate end (a base model that "
+                       "learns that an empty answer beats an illegal one): its batches then stop after one token "
+                       "and its updates are skipped"))
