@@ -504,3 +504,21 @@ def test_held_out_answers_count_at_their_solutions_length_once_the_format_is_tra
     assert max(lengths) < 40
     assert parts["sft_vs_rl|base"].generated == len(items) * (40 - 1)
     assert parts["sft_vs_rl|initial"].generated == sum(n - 1 for n in lengths)  # its SFT fit decodes nothing
+
+
+def test_the_plan_holds_one_prefix_decoder_of_the_size_one_takes(tiny):
+    """The memory the contextualization plan keeps for its decoder is what a decoder built on the tiny model holds
+    beside the model (its copied blocks and its head's rows; norms aside, within 2%), once: the probe scores each
+    decoder as its training ends and lets it go (tests/families/microscope: the order of events)."""
+    from bench.families.microscope import costs as mcosts
+    from bench.families.microscope.contextual import Decoder, DecoderConfig
+
+    hf = tiny.model.hf
+    vocab = torch.arange(hf.config.vocab_size)
+    dec = Decoder(tiny.model, DecoderConfig(decoder_layers=0, lora_rank=2), vocab, start_id=0)
+    aside = {id(p) for p in hf.parameters()} | {id(p) for p in dec.lora}  # the model's own, and the adapters
+    held = sum(p.numel() * p.element_size() for p in dec.parameters() if id(p) not in aside)
+    held += dec.head.w_head.numel() * dec.head.w_head.element_size()
+    planned = mcosts.decoder_bytes(gc.Shape.from_config(hf.config), 1.0, hf.config.vocab_size, 4)
+    assert abs(planned - held) <= 0.02 * held, (planned, held)
+    assert mcosts.decoder_bytes(gc.Shape.from_config(hf.config), 0.5, 10, 2) < planned  # half the blocks, bf16

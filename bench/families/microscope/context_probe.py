@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from bench.ground.registry import probe_def
 from bench.ground.resume import Resume
 from bench.corpora.tagged import SPECIAL
 from bench.families.microscope.context_metrics import control_rows, summary
-from bench.families.microscope.contextual import DecoderConfig, Pool, fit, other_text
+from bench.families.microscope.contextual import DecoderConfig, Fitted, Pool, fit, other_text
 from bench.families.microscope.layerpass import (
     Item,
     Sample,
@@ -102,26 +103,52 @@ def layer0(pool: Pool) -> Pool:
     return Pool(pool.states[:, :1], pool.prefixes)
 
 
+@dataclass(frozen=True)
+class Trained:
+    """A finished decoder training with its LoRA copy let go: its per-step training loss, its seconds, its encoder's
+    pooling weights over layers and its held-out losses (:func:`scored`)."""
+
+    train_loss: np.ndarray
+    seconds: float
+    weights: np.ndarray
+    heldout: dict[str, np.ndarray]
+
+
+def scored(name: str, fitted: Fitted, test: Pool, swap: np.ndarray) -> Trained:
+    """Decoder `name` of :func:`fit_decoders` scored on the held-out examples of `test`, as soon as its training
+    ends: on what it was trained to read, and (the trained decoder) on another text's token at the nearest position
+    (`swap`, :func:`.contextual.other_text`).  Scoring draws nothing at random, so when it runs changes no number."""
+    if name == "states":
+        heldout = {"context_loss": fitted.loss(test),
+                   "context_loss_shuffled": fitted.loss(Pool(test.states[swap], test.prefixes))}
+    elif name == "blind":
+        heldout = {"context_loss_blind": fitted.loss(test)}
+    else:
+        heldout = {"context_loss_layer0": fitted.loss(layer0(test))}
+    return Trained(fitted.train_loss, fitted.seconds, fitted.encoder.weights(), heldout)
+
+
 def fit_decoders(model, train: Pool, cfg: DecoderConfig, *, progress=lambda f, m="": None,
-                 resume: Callable[[str], Resume | None] = lambda name: None, **kw) -> dict:
+                 resume: Callable[[str], Resume | None] = lambda name: None,
+                 keep: Callable[[str, Fitted], Any] = lambda name, fitted: fitted, **kw) -> dict:
     """The trained decoder and its two trained controls, each for `cfg.steps` steps from the same seed:
     {"states": all layers, "blind": zeros instead of states, "layer0": layer 0 alone}; ``resume(name)`` is where
-    each one's training saves its state (None: nowhere)."""
+    each one's training saves its state (None: nowhere).  ``keep(name, fitted)`` is what is kept of each as its
+    training ends (:func:`scored`: its numbers, so that one LoRA copy of the model is alive at a time, not three)."""
     runs = {"states": dict(pool=train), "blind": dict(pool=train, blind=True), "layer0": dict(pool=layer0(train))}
     out = {}
     for k, (name, run) in enumerate(runs.items()):
-        out[name] = fit(model, run["pool"], cfg, **kw, blind=run.get("blind", False), resume=resume(name),
-                        progress=part(progress, k, len(runs)))
+        fitted = fit(model, run["pool"], cfg, **kw, blind=run.get("blind", False), resume=resume(name),
+                     progress=part(progress, k, len(runs)))
+        out[name] = keep(name, fitted)
+        del fitted
     return out
 
 
-def heldout_losses(fits: dict, test: Pool, index: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per scored example (aligned with `index`): the loss of each decoder of :func:`fit_decoders` on what it was
-    trained to read, and of the trained decoder on another text's token at the nearest position (shuffled)."""
-    swap = other_text(index["sample"].to_numpy(), index["position"].to_numpy())
-    return {"context_loss": fits["states"].loss(test), "context_loss_blind": fits["blind"].loss(test),
-            "context_loss_layer0": fits["layer0"].loss(layer0(test)),
-            "context_loss_shuffled": fits["states"].loss(Pool(test.states[swap], test.prefixes))}
+def heldout_losses(fits: dict[str, Trained]) -> dict[str, np.ndarray]:
+    """Per scored example: each decoder's held-out losses (:func:`scored`), in the frame's order."""
+    got = {k: v for t in fits.values() for k, v in t.heldout.items()}
+    return {k: got[k] for k in ("context_loss", "context_loss_blind", "context_loss_layer0", "context_loss_shuffled")}
 
 
 def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_train, cfg: DecoderConfig,
@@ -158,28 +185,33 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
                                 label=f"microscope: prefix decoder '{name}', run {r + 1} of {runs}"))
         return saves[-1]
 
+    swap = other_text(index["sample"].to_numpy(), index["position"].to_numpy())
+
+    def keep(r: int, name: str, fitted: Fitted) -> Trained:  # scored as its training ends, then let go
+        done = (r + (("states", "blind", "layer0").index(name) + 1) / 3) / runs
+        ctx.progress(0.05 + 0.9 * done, f"prefix decoder '{name}': held-out losses (run {r + 1} of {runs})")
+        return scored(name, fitted, test, swap)
+
     for r in range(runs):  # independent decoder trainings (seeds seed, seed + 1, …) on the same pools
         kw = dict(vocab=vocab, start_id=start, seed=seed + r)
         fits = fit_decoders(model, train, cfg, **kw, resume=lambda name, r=r: saved(r, name),
+                            keep=lambda name, fitted, r=r: keep(r, name, fitted),
                             progress=lambda f, m="", r=r: ctx.progress(0.05 + 0.9 * (r + f) / runs,
                                                                        f"{m} (run {r + 1} of {runs})"))
-        ctx.progress(0.05 + 0.9 * (r + 1) / runs, "prefix decoder: held-out losses")
-        loss = heldout_losses(fits, test, index)
+        loss = heldout_losses(fits)
         extra = [pd.DataFrame({"sample": np.arange(len(f.train_loss)), "metric": "train_loss", "value": f.train_loss,
                                 "condition": cond}) for cond, f in fits.items()]
         frames.append(pd.concat([control_rows(index, loss, err), *extra], ignore_index=True).assign(train_seed=r))
         losses.append(loss)
         if r == 0:
-            first_fits = fits
-        else:
-            del fits
+            first_fits = fits  # numbers only (:class:`Trained`): the decoders themselves are gone
     fits, loss = first_fits, losses[0]
     trained, blind, first = fits["states"], fits["blind"], fits["layer0"]
     frame = pd.concat([*frames, err[["sample", "position", "cls", "metric", "value"]].assign(train_seed=pd.NA)],
                       ignore_index=True)
     frame["train_seed"] = frame["train_seed"].astype("Int64")
     frame["subject"] = subject
-    w = trained.encoder.weights()
+    w = trained.weights
     top = int(np.argmax(w))
     n_v = len(torch.unique(vocab))
     if cfg.reader == "readout":
@@ -206,7 +238,6 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
                 "run " + ", ".join(f"{x['context_loss'].mean():.3f}" for x in losses) + "; the lines above describe "
                 "the first"] if runs > 1 else []),
              *summary(frame[frame["train_seed"].isna() | (frame["train_seed"] == 0)])]
-    del trained, blind, first, fits, first_fits
     for r in saves:  # the result is complete (the cell stores it next): the saved trainings have done their job
         if r is not None:
             r.clear()

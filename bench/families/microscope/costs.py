@@ -116,6 +116,13 @@ def token_removal_cost(m: Planned, *, n_questions: int, n_demos: int, max_new_to
                 notes=("each answer counted at its whole token budget",))
 
 
+def decoder_bytes(shape, frac: float, vocab: int, width: int) -> int:
+    """One prefix decoder, the only one alive at a time (each is scored as its training ends, then let go): the LM
+    copy's share `frac` of the blocks in the model's dtype (`width` bytes), and the head's rows for the softmax's
+    `vocab` ids, with the float32 copy each product makes of them when the model is not float32."""
+    return int(frac * shape.block_params * width) + vocab * shape.d_model * (width + (4 if width != 4 else 0))
+
+
 def _measure(m: Planned, p: ContextParams, who: str) -> list[tuple[str | None, Work]]:
     """:func:`.context_probe.measure`: the shared pass, the states of the training and scored texts, and three
     decoders trained `steps` steps of `batch` examples (a LoRA copy of `decoder_layers` blocks reading
@@ -149,7 +156,8 @@ def _measure(m: Planned, p: ContextParams, who: str) -> list[tuple[str | None, W
                  calls=-(-n_test // cfg.eval_batch) if lm else 0)
     states = sum(_body(train, s.micro_batch) + _body(evals, s.micro_batch), Work())
     pool = (sum(len(full_prefix_examples(it, k)) for it in train) + n_test) * (L + 1) * m.shape.d_model * 4
-    own = states + Work(extra_bytes=pool) + (step.times(cfg.steps).times(3) + score.times(4)).times(p.decoder_runs)
+    trainings = (step.times(cfg.steps).times(3) + score.times(4)).times(p.decoder_runs)
+    own = states + Work(extra_bytes=pool + decoder_bytes(m.shape, frac, vocab, m.dtype_bytes)) + trainings
     key, shared_pass = layer_pass_work(m, s)
     return [(key if who == "self" else f"{who}|{key}", shared_pass), (None, own)]
 

@@ -23,8 +23,8 @@ import torch
 
 from bench import stats
 from bench.families.microscope.context_metrics import centred_by_position, control_rows, summary
-from bench.families.microscope.context_probe import fit_decoders, heldout_losses, layer0
-from bench.families.microscope.contextual import DecoderConfig, Pool
+from bench.families.microscope.context_probe import fit_decoders, heldout_losses, layer0, scored
+from bench.families.microscope.contextual import DecoderConfig, Pool, other_text
 from bench.models import arch as arch_mod
 from tests.conftest import build_tiny
 
@@ -99,9 +99,10 @@ def _index(n: int) -> pd.DataFrame:
 
 def _frame(lm, where: str) -> pd.DataFrame:
     train, test = _planted(768, 0, where), _planted(TEXTS * POSITIONS, 1, where)
-    fits = fit_decoders(lm, train, CFG, vocab=VOCAB, start_id=0, seed=0)
     index = _index(len(test))
-    return control_rows(index, heldout_losses(fits, test, index))
+    swap = other_text(index["sample"].to_numpy(), index["position"].to_numpy())
+    fits = fit_decoders(lm, train, CFG, vocab=VOCAB, start_id=0, seed=0, keep=lambda n, f: scored(n, f, test, swap))
+    return control_rows(index, heldout_losses(fits))
 
 
 def test_context_held_by_the_tokens_identity_is_not_stored_context(lm):
@@ -335,9 +336,9 @@ def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors
     def build_pool(model, items, prefix, micro):
         return pools[items[0].sample], index
 
-    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress, resume):
+    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress, resume, keep):
         got.update(vocab=sorted(vocab.tolist()), start=start_id, seed=seed, train=train,
-                   saved={name: resume(name) for name in ("states", "blind")})
+                   saved={name: resume(name) for name in ("states", "blind")}, keep=keep)
         return {"states": FIT}
 
     def control_rows(idx, loss, err):
@@ -352,7 +353,7 @@ def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors
     monkeypatch.setattr(cp, "build_pool", build_pool)
     monkeypatch.setattr(cp, "start_id", lambda tok, items: 42)
     monkeypatch.setattr(cp, "fit_decoders", fit_decoders)
-    monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: ("loss of", fits["states"], len(test)))
+    monkeypatch.setattr(cp, "heldout_losses", lambda fits: ("loss of", fits["states"]))
     monkeypatch.setattr(cp, "control_rows", control_rows)
     gen = torch.Generator().manual_seed(0)
     ctx = types.SimpleNamespace(progress=lambda f, m="": said.append((f, m)), generator=lambda stream: gen,
@@ -369,7 +370,11 @@ def test_measure_hands_the_decoders_their_vocabulary_and_the_scored_texts_errors
         "probe": "prefix-decoder", "model": "fp", "corpus": "c", "n_texts": 5, "n_train": 1, "max_tokens": 9,
         "micro_batch": 2, "decoder": dataclasses.asdict(cfg), "seed": expected, "fit": name})
         for name in ("states", "blind")}
-    assert got["loss"][0] == "loss of" and got["loss"][1] is FIT and got["loss"][2] == 3
+    assert got["loss"] == ("loss of", FIT)
+    # each decoder is scored as its training ends, on the scored pool (3 tokens), not the training pool (2)
+    fitted = types.SimpleNamespace(train_loss=np.zeros(2), seconds=1.0, encoder=types.SimpleNamespace(
+        weights=lambda: np.ones(3)), loss=lambda pool: np.arange(float(len(pool))))
+    assert got["keep"]("blind", fitted).heldout["context_loss_blind"].tolist() == [0.0, 1.0, 2.0]
     assert got["err"]["sample"].tolist() == [0, 1] and got["err"]["value"].tolist() == [0.1, 0.2]
     assert said[0] == (0.0, "prefix decoder: hidden states")
     for bad in (pd.DataFrame({"sample": [0, 0, 0], "position": [2, 3, 4], "cls": ["a"] * 3}),
@@ -439,14 +444,17 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
     pool, index = _three_scored_tokens()
     fit = types.SimpleNamespace(train_loss=np.zeros(2))
 
-    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress, resume):
+    def fit_decoders(model, train, cfg, *, vocab, start_id, seed, progress, resume, keep):
         seeds.append(seed)
         saved.append(resume("states"))
         progress(0.5, "training")
         progress(1.0)
+        trained = types.SimpleNamespace(train_loss=np.zeros(2), seconds=1.0, loss=lambda p: np.zeros(len(p)),
+                                        encoder=types.SimpleNamespace(weights=lambda: np.ones(3)))
+        keep("layer0", trained)  # the last decoder of the run, scored as its training ends
         return {"states": fit}
 
-    def heldout_losses(fits, test, idx):
+    def heldout_losses(fits):
         if len(seeds) == 2:
             raise Stop
         return "loss"
@@ -470,8 +478,8 @@ def test_each_decoder_training_run_has_its_own_seed_and_its_share_of_the_progres
     assert streams == [11] and seeds == [drawn, drawn + 1]
     assert saved == [(drawn, "states"), (drawn + 1, "states")]  # each run's trainings save apart
     assert said == [(0.0, "prefix decoder: hidden states"), (0.275, "training (run 1 of 2)"), (0.5, " (run 1 of 2)"),
-                    (0.5, "prefix decoder: held-out losses"), (0.725, "training (run 2 of 2)"),
-                    (0.95, " (run 2 of 2)"), (0.95, "prefix decoder: held-out losses")]
+                    (0.5, "prefix decoder 'layer0': held-out losses (run 1 of 2)"), (0.725, "training (run 2 of 2)"),
+                    (0.95, " (run 2 of 2)"), (0.95, "prefix decoder 'layer0': held-out losses (run 2 of 2)")]
 
 
 def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
@@ -480,8 +488,7 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
     from bench.families.microscope import context_probe as cp
 
     pool, index = _three_scored_tokens()
-    fit = types.SimpleNamespace(train_loss=np.arange(6.0), seconds=1.0,
-                                encoder=types.SimpleNamespace(weights=lambda: np.array([0.2, 0.8])))
+    fit = types.SimpleNamespace(train_loss=np.arange(6.0), seconds=1.0, weights=np.array([0.2, 0.8]))
     loss = pd.DataFrame({c: [1.0] for c in ("context_loss", "context_loss_blind", "context_loss_layer0",
                                             "context_loss_shuffled")})
     _scripted_texts_and_pools(monkeypatch, pool, index)
@@ -502,7 +509,7 @@ def test_measure_labels_every_row_with_its_subject_and_run(monkeypatch):
         return dict.fromkeys(names, fit)
 
     monkeypatch.setattr(cp, "fit_decoders", fit_decoders)
-    monkeypatch.setattr(cp, "heldout_losses", lambda fits, test, idx: loss)
+    monkeypatch.setattr(cp, "heldout_losses", lambda fits: loss)
     monkeypatch.setattr(cp, "control_rows", lambda idx, loss, err: pd.DataFrame(
         {"sample": [0], "position": [2], "cls": ["a"], "metric": ["context_loss"], "value": [1.0]}))
     monkeypatch.setattr(cp, "summary", lambda frame: [])
@@ -597,12 +604,12 @@ def test_measure_notes_say_how_each_decoder_trained_and_what_it_scored(monkeypat
 
     def fit(k, seconds):  # losses 0, k, 2k, … 11k: the first five average 2k, the last five 9k
         return types.SimpleNamespace(train_loss=np.arange(12.0) * k, seconds=seconds,
-                                     encoder=types.SimpleNamespace(weights=lambda: np.array([0.1, 0.65, 0.25])))
+                                     weights=np.array([0.1, 0.65, 0.25]))
 
     fits = {"states": fit(1, 12.4), "blind": fit(2, 3.6), "layer0": fit(3, 0.2)}
     runs = iter([1.0, 1.5])
 
-    def heldout_losses(f, test, idx):
+    def heldout_losses(f):
         c = next(runs)
         return pd.DataFrame({"context_loss": [c], "context_loss_blind": [2.0], "context_loss_layer0": [3.0],
                              "context_loss_shuffled": [4.0]})
@@ -659,3 +666,52 @@ def test_fit_decoders_trains_each_decoder_on_its_own_pool_and_shares_out_the_pro
     assert torch.equal(calls[2][0], layer0(pool).states)
     assert said == [(round(1 / 6, 6), "step of 1"), (round(1 / 3, 6), ""), (0.5, "step of 2"),
                     (round(2 / 3, 6), ""), (round(5 / 6, 6), "step of 3"), (1.0, "")]
+
+
+def test_each_decoder_is_kept_as_numbers_before_the_next_one_trains(monkeypatch):
+    """Order of events on scripted trainings: `keep` sees each decoder as soon as its training ends, before the
+    next one starts, and only what it returns is kept (one LoRA copy of the model alive at a time, not three)."""
+    from bench.families.microscope import context_probe as cp
+
+    pool = Pool(torch.zeros(2, 3, 4), torch.tensor([[1, 2], [3, 4]]))
+    events = []
+
+    def fit(model, p, cfg, *, blind, resume, progress, **kw):
+        events.append(("train", resume))
+        return f"decoder {resume}"
+
+    monkeypatch.setattr(cp, "fit", fit)
+    out = cp.fit_decoders("model", pool, CFG, vocab="V", start_id=0, seed=0, resume=lambda name: name,
+                          keep=lambda name, fitted: events.append(("keep", name, fitted)) or f"numbers of {name}")
+    assert events == [("train", "states"), ("keep", "states", "decoder states"), ("train", "blind"),
+                      ("keep", "blind", "decoder blind"), ("train", "layer0"), ("keep", "layer0", "decoder layer0")]
+    assert out == {n: f"numbers of {n}" for n in ("states", "blind", "layer0")}
+
+
+def test_scored_reads_what_each_decoder_was_trained_to_read():
+    """Known answer: a fake decoder whose loss is each example's layer-0 state (first coordinate); the trained
+    decoder is scored on the pool and on the swapped pool, the blind one on the pool, the layer-0 one on layer 0
+    only; the training loss, seconds and pooling weights are carried over."""
+    states = torch.zeros(3, 2, 1)
+    states[:, 0, 0] = torch.tensor([10.0, 20.0, 30.0])
+    test = Pool(states, torch.zeros(3, 2, dtype=torch.long))
+    seen = []
+
+    def loss(pool):
+        seen.append(pool.states.shape[1])
+        return pool.states[:, 0, 0].numpy().astype(float)
+
+    fitted = types.SimpleNamespace(train_loss=np.array([3.0, 2.0]), seconds=4.5, loss=loss,
+                                   encoder=types.SimpleNamespace(weights=lambda: np.array([0.25, 0.75])))
+    swap = np.array([2, 0, 1])
+    t = scored("states", fitted, test, swap)
+    assert t.heldout["context_loss"].tolist() == [10.0, 20.0, 30.0]
+    assert t.heldout["context_loss_shuffled"].tolist() == [30.0, 10.0, 20.0]
+    assert t.train_loss.tolist() == [3.0, 2.0] and t.seconds == 4.5 and t.weights.tolist() == [0.25, 0.75]
+    assert list(scored("blind", fitted, test, swap).heldout) == ["context_loss_blind"]
+    seen.clear()
+    assert scored("layer0", fitted, test, swap).heldout["context_loss_layer0"].tolist() == [10.0, 20.0, 30.0]
+    assert seen == [1]  # the layer-0 decoder reads layer 0 alone
+    parts = {"states": t, "blind": scored("blind", fitted, test, swap), "layer0": scored("layer0", fitted, test, swap)}
+    assert list(heldout_losses(parts)) == ["context_loss", "context_loss_blind", "context_loss_layer0",
+                                           "context_loss_shuffled"]  # the frame's order
