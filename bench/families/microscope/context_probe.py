@@ -103,6 +103,9 @@ def layer0(pool: Pool) -> Pool:
     return Pool(pool.states[:, :1], pool.prefixes)
 
 
+DECODERS = ("states", "blind", "layer0")  # the trained decoder and its two controls, in the order they train
+
+
 @dataclass(frozen=True)
 class Trained:
     """A finished decoder training with its LoRA copy let go: its per-step training loss, its seconds, its encoder's
@@ -135,13 +138,13 @@ def fit_decoders(model, train: Pool, cfg: DecoderConfig, *, progress=lambda f, m
     {"states": all layers, "blind": zeros instead of states, "layer0": layer 0 alone}; ``resume(name)`` is where
     each one's training saves its state (None: nowhere).  ``keep(name, fitted)`` is what is kept of each as its
     training ends (:func:`scored`: its numbers, so that one LoRA copy of the model is alive at a time, not three)."""
-    runs = {"states": dict(pool=train), "blind": dict(pool=train, blind=True), "layer0": dict(pool=layer0(train))}
+    runs = dict(zip(DECODERS, (dict(pool=train), dict(pool=train, blind=True), dict(pool=layer0(train)))))
     out = {}
     for k, (name, run) in enumerate(runs.items()):
         fitted = fit(model, run["pool"], cfg, **kw, blind=run.get("blind", False), resume=resume(name),
                      progress=part(progress, k, len(runs)))
         out[name] = keep(name, fitted)
-        del fitted
+        del fitted  # else it would stay alive through the next training
     return out
 
 
@@ -188,7 +191,7 @@ def measure(ctx, model, *, corpus, n_texts, max_tokens, micro_batch, n_eval, n_t
     swap = other_text(index["sample"].to_numpy(), index["position"].to_numpy())
 
     def keep(r: int, name: str, fitted: Fitted) -> Trained:  # scored as its training ends, then let go
-        done = (r + (("states", "blind", "layer0").index(name) + 1) / 3) / runs
+        done = (r + (DECODERS.index(name) + 1) / len(DECODERS)) / runs
         ctx.progress(0.05 + 0.9 * done, f"prefix decoder '{name}': held-out losses (run {r + 1} of {runs})")
         return scored(name, fitted, test, swap)
 
