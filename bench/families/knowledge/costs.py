@@ -64,7 +64,7 @@ def knowledge_cost(m: Planned, *, corpus: str, n_demos: int, n_pool: int, max_po
             tw = mc.fit(m.tokenizer, exs, replace(rec), m.shape.n_params if full else mc.lora_params(m.shape, targets, r),
                         window=m.shape.window)
             if full:
-                tw = tw + Work(full_copy=True)
+                tw = tw + mc.full_fit_fresh(m.shape, tw, m.dtype_bytes)
             parts.append((f"knowledge-after|{ask_key}|{unknown}|{n_train}|{n_mix}|{max_pool}|{cond}|{rec}",
                           tw + ev + zero))
     held = max(0, len(first) - n_train - n_mix)  # each rule decides per training run, so units are per run
