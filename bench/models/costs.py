@@ -125,8 +125,8 @@ def full_fit_fresh(shape, fit: Work, dtype_bytes: int = 4) -> Work:
     ``zero_grad(set_to_none=True)`` frees after the step, with the (vocabulary × d) buffers autograd adds into
     the embedding's and the head's gradients: a dense gradient per body call of the step (1, or 2 where the
     batch's shared prefix runs first), the head's product, and their sums (:func:`extra_embedding_buffers`).
-    On gemma3-270m (262,144 × 640, tied) these are 2.4 GB a step of one call: nearly half of a step's time on this
-    project's CPU (docs/scale.md)."""
+    On gemma3-270m (262,144 × 640, tied) these are 2.4 GB a step of one call: a quarter of a step's time on this
+    project's quiet CPU, nearly half on a loaded one (docs/scale.md)."""
     n, vd = shape.n_params, shape.vocab * shape.d_model
     once = n * dtype_bytes + n * 4 * (2 + (dtype_bytes < 4))
     per_steps = fit.steps * n + extra_embedding_buffers(fit.calls, fit.steps, shape.tied) * vd
