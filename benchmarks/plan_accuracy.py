@@ -63,7 +63,10 @@ def main() -> None:
 
         torch.set_num_threads(int(threads))
         print(f"planned at the rates of {threads} thread(s), as the run's processes ran", file=sys.stderr)
-    began = {(c["spec"]["id"], c["model"]): c["timings"]["started_at"] for c in record["cells"]
+    def name(c: dict) -> str:  # the model as the run was given it: a path's label in the record is shortened
+        return (c.get("model_ref") or {}).get("name") or c["model"]
+
+    began = {(c["spec"]["id"], name(c)): c["timings"]["started_at"] for c in record["cells"]
              if "started_at" in (c.get("timings") or {})}
     if began:  # booked in the order the cells began (a worker may run a later spec's cell first)
         print(f"planned in the order the run's {len(began)} cells began", file=sys.stderr)
@@ -72,7 +75,7 @@ def main() -> None:
                                                          workers=workers)}
     out, pred_total, meas_total = [], 0.0, 0.0
     for c in record["cells"]:
-        r = rows.get((c["spec"]["id"], c["model"]))
+        r = rows.get((c["spec"]["id"], name(c)))
         t = c.get("timings") or {}
         waited = float(t.get("wait_s") or 0.0)  # blocked while another worker computed a shared piece
         measured = float(t.get("total_s") or 0.0) - waited
