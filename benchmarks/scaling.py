@@ -43,9 +43,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "generation_config.json")
 
 
-def rung(alias: str, config: str, into: Path) -> tuple[Path, str]:
+def rung(alias: str, config: str, into: Path, *, exact: bool = False) -> tuple[Path, str]:
     """A folder with `config`'s config.json and `alias`'s tokenizer (no weights); a note when the vocabulary
-    had to be widened to the tokenizer's."""
+    had to be widened to the tokenizer's.  `exact`: the vocabulary is set to the tokenizer's size either way (a
+    row the tokenizer cannot decode is never sampled) and the special tokens to the tokenizer's ids."""
     from transformers import AutoTokenizer
 
     from bench import models
@@ -58,11 +59,16 @@ def rung(alias: str, config: str, into: Path) -> tuple[Path, str]:
         if (Path(where) / name).is_file():
             shutil.copy(Path(where) / name, folder / name)
     cfg = json.loads((CONFIGS / config / "config.json").read_text())
-    size = len(AutoTokenizer.from_pretrained(folder))
+    tok = AutoTokenizer.from_pretrained(folder)
+    size = len(tok)
     note = ""
-    if size > cfg["vocab_size"]:
-        note = f"vocabulary {cfg['vocab_size']} widened to {alias}'s tokenizer ({size})"
+    if size > cfg["vocab_size"] or (exact and size != cfg["vocab_size"]):
+        how = "widened" if size > cfg["vocab_size"] else "narrowed"
+        note = f"vocabulary {cfg['vocab_size']} {how} to {alias}'s tokenizer ({size})"
         cfg["vocab_size"] = size
+    if exact:
+        cfg.update({f"{k}_token_id": getattr(tok, f"{k}_token_id") for k in ("bos", "eos")
+                    if getattr(tok, f"{k}_token_id") is not None})
     (folder / "config.json").write_text(json.dumps(cfg, indent=2))
     return folder, note
 
