@@ -36,27 +36,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_one(config: str, alias: str, where: Path, cap_s: float) -> dict:
     folder, note = scaling.rung(alias, config, where, exact=True)
-    cache, runs, stats = where / f"{config}.cache", where / f"{config}.runs", where / f"{config}.time"
-    cache.mkdir()
-    base = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "bench"))
-    for shared in ("data", "gguf", "models", "calibration"):
-        if (base / shared).exists():
-            (cache / shared).symlink_to(base / shared)
-    env = {**os.environ, "BENCH_CACHE": str(cache)}
-    cmd = ["/usr/bin/time", "-f", "%M", "-o", str(stats), sys.executable, "-m", "bench", "-q", "verify",
-           str(ROOT / "specs"), "--models", f"{folder}+random-init", "--runs-dir", str(runs), "--no-report"]
-    t = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, cwd=ROOT, timeout=cap_s, capture_output=True, text=True)
-        status, last = proc.returncode, [line.split("   record:")[0] for line in proc.stdout.strip().splitlines()[-1:]]
-    except subprocess.TimeoutExpired:
-        status, last = "cap", []
-    out = {"config": config, "note": note, "status": status, "wall_s": time.perf_counter() - t, "summary": last}
-    if stats.is_file() and stats.read_text().strip():
-        out["peak_rss"] = int(stats.read_text().split()[-1]) * 1024
-    if any(runs.glob("*/record.json")):
-        acc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plan_accuracy.py"), str(runs), "--json"],
-                             env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    run = scaling.cold_verify([str(ROOT / "specs"), "--models", f"{folder}+random-init"], where / f"{config}.run",
+                              cap_s)
+    out = {"config": config, "note": note, "status": run["status"], "wall_s": run["wall_s"],
+           "summary": [run["last"].split("   record:")[0]] if run["last"] else []}
+    if "peak_rss" in run:
+        out["peak_rss"] = run["peak_rss"]
+    if any(run["runs"].glob("*/record.json")):
+        acc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plan_accuracy.py"), str(run["runs"]),
+                              "--json"], env=run["env"], cwd=ROOT, capture_output=True, text=True, check=True)
         out["accuracy"] = json.loads(acc.stdout)
     return out
 

@@ -86,30 +86,42 @@ def predicted(spec_path: Path, model: str) -> dict:
             "predicted_host": row.peak_host_bytes}
 
 
+def cold_verify(args: list[str], where: Path, cap_s: float) -> dict:
+    """`bench -q verify ARGS` cold under `cap_s` seconds: a fresh results cache in `where/cache` that shares the
+    usual cache's corpora, converted weights and calibration (not what is measured), records in `where/runs`.
+    The exit status ("cap" at the cap), wall seconds, the last line printed, the peak RSS of the process (GNU
+    time), and the runs folder with the environment that points bench at the cache."""
+    base = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "bench"))
+    cache, runs, stats = where / "cache", where / "runs", where / "time"
+    cache.mkdir(parents=True)
+    for shared in ("data", "gguf", "models", "calibration"):
+        if (base / shared).exists():
+            (cache / shared).symlink_to(base / shared)
+    env = {**os.environ, "BENCH_CACHE": str(cache)}
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", str(stats), sys.executable, "-m", "bench", "-q", "verify", *args,
+           "--runs-dir", str(runs), "--no-report"]
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, timeout=cap_s, capture_output=True, text=True)
+        status, last = proc.returncode, (proc.stdout.strip().splitlines() or [""])[-1]
+    except subprocess.TimeoutExpired:
+        status, last = "cap", ""
+    out = {"status": status, "wall_s": time.perf_counter() - t, "last": last, "runs": runs, "env": env}
+    if stats.is_file() and stats.read_text().strip():
+        out["peak_rss"] = int(stats.read_text().split()[-1]) * 1024
+    return out
+
+
 def measure(spec_path: Path, model: str, cap_s: float) -> dict:
     """One cold `bench verify` of one cell: measure_s and load_s from its record, peak RSS of the process."""
-    base = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "bench"))
     with tempfile.TemporaryDirectory() as tmp:
-        cache, runs = Path(tmp) / "cache", Path(tmp) / "runs"
-        cache.mkdir()
-        for shared in ("data", "gguf", "models", "calibration"):
-            if (base / shared).exists():
-                (cache / shared).symlink_to(base / shared)
-        stats = Path(tmp) / "time"
-        cmd = ["/usr/bin/time", "-f", "%M", "-o", str(stats), sys.executable, "-m", "bench", "-q", "verify",
-               str(spec_path), "--models", model, "--profile", "smoke", "--device", "cpu", "--dtype", "float32",
-               "--runs-dir", str(runs), "--no-report"]
-        t = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, env={**os.environ, "BENCH_CACHE": str(cache)}, cwd=ROOT, timeout=cap_s,
-                                  capture_output=True, text=True)
-            status = proc.returncode
-        except subprocess.TimeoutExpired:
-            status = "cap"
-        wall = time.perf_counter() - t
-        out = {"status": status, "wall_s": wall, "load": round(os.getloadavg()[1] / (os.cpu_count() or 1), 2)}
-        if stats.is_file() and stats.read_text().strip():
-            out["peak_rss"] = int(stats.read_text().split()[-1]) * 1024
+        run = cold_verify([str(spec_path), "--models", model, "--profile", "smoke", "--device", "cpu",
+                           "--dtype", "float32"], Path(tmp), cap_s)
+        runs = run["runs"]
+        out = {"status": run["status"], "wall_s": run["wall_s"],
+               "load": round(os.getloadavg()[1] / (os.cpu_count() or 1), 2)}
+        if "peak_rss" in run:
+            out["peak_rss"] = run["peak_rss"]
         records = sorted(runs.glob("*/record.json"))
         if records:
             (cell,) = json.loads(records[-1].read_text())["cells"]
