@@ -95,7 +95,9 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
         try:
             st = os.stat(p)
         except FileNotFoundError:
-            raise SpecError("no such file or folder", path=str(p)) from None
+            hint = "" if p.suffix == ".toml" else (" (if this is a model, name each model with its own --models: "
+                                                   "--models A --models B)")
+            raise SpecError("no such file or folder" + hint, path=str(p)) from None
         except OSError as exc:
             raise SpecError(f"cannot read: {exc.strerror or exc}", path=str(p)) from None
         if stat.S_ISDIR(st.st_mode):

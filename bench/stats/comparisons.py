@@ -37,6 +37,7 @@ from bench.stats import (
 from bench.stats.correlations import _corr, _paired, _unit_boot, _weighted_boot, weighted_pearson  # noqa: F401
 from bench.stats.groups import SEED, _delta_of, _pair_sums, _weights, cliffs_delta, majority  # noqa: F401
 from bench.stats import words
+from bench.stats.control import Arm, arm_def
 
 _majority = majority
 
@@ -77,6 +78,21 @@ def trend(
                    effect_name="Spearman ρ", unit=unit, confidence=confidence)
 
 
+def _in_layers(min: float | None, max: float | None) -> tuple[str, Any]:
+    """The bound's words and the per-layer test of `layer_majority`: above `min`, below `max`, or between."""
+    if min is not None and max is not None:
+        if min >= max:
+            raise ValueError(f"layer_majority: min ({min:g}) must lie below max ({max:g})")
+        return f"in [{min:g}, {max:g}]", lambda means: (means >= min) & (means <= max)
+    bound, side = _bound(min, max)
+    return f"{'≥' if side > 0 else '≤'} {bound:g}", lambda means: side * (means - bound) >= 0
+
+
+def _layer_share(holds):
+    """units × layers (… × n × L) → the share of layers whose mean over units passes `holds`."""
+    return lambda x: holds(np.asarray(x, float).mean(axis=-2)).mean(axis=-1)
+
+
 @rule_def("layer_majority", band=True, sentence=words.layer_majority)
 def layer_majority(
     frame: pd.DataFrame, *, metric: str, min: float | None = None, max: float | None = None, over: str = "layer",
@@ -85,15 +101,7 @@ def layer_majority(
 ) -> Verdict:
     """In more than half of the layers, the mean of `metric` over units lies above `min` (below `max`; between
     them when both are given)."""
-    if min is not None and max is not None:
-        if min >= max:
-            raise ValueError(f"layer_majority: min ({min:g}) must lie below max ({max:g})")
-        label = f"in [{min:g}, {max:g}]"
-        holds = lambda means: (means >= min) & (means <= max)  # noqa: E731
-    else:
-        bound, side = _bound(min, max)
-        label = f"{'≥' if side > 0 else '≤'} {bound:g}"
-        holds = lambda means: side * (means - bound) >= 0  # noqa: E731
+    label, holds = _in_layers(min, max)
     rows = _select(frame, {"metric": metric, **where})
     if rows.empty:
         return _missing(frame, "layer_majority", metric, where)
@@ -101,10 +109,7 @@ def layer_majority(
     if m.shape[0] < min_n:
         return Verdict(Outcome.INCONCLUSIVE, f"only {m.shape[0]} {unit}s (< {min_n})", "layer_majority", metric,
                        n=m.shape[0], alpha=alpha)
-
-    def share(x):
-        return holds(np.asarray(x, float).mean(axis=-2)).mean(axis=-1)
-
+    share = _layer_share(holds)
     est = float(share(m))
     lo, hi, boot = _bootstrap(share, m, confidence, n_resamples, bca=False)
     p = _boot_p(boot, 0.5, +1, m.shape[0])
@@ -112,6 +117,20 @@ def layer_majority(
     return _majority("layer_majority", metric, est, lo, hi, p, m.shape[1], alpha, over,
                      f"per-{over} means from {means.min():.3g} to {means.max():.3g} vs {label}; "
                      f"{unit_note(unit, m.shape[0])}", n_units=m.shape[0], confidence=confidence)
+
+
+@arm_def("layer_majority")
+def _layer_majority_arm(frame: pd.DataFrame, *, metric: str, min: float | None = None, max: float | None = None,
+                        over: str = "layer", where: dict[str, Any] = {}, unit: str = "sample",  # noqa: B006
+                        **_: Any):
+    """The share of layers that pass, from the units × layers table: trained − control pairs the units (texts),
+    and both models have the same layers (the control is the trained model's config)."""
+    label, holds = _in_layers(min, max)
+    rows = _select(frame, {"metric": metric, **where})
+    if rows.empty:
+        return _missing(frame, "layer_majority", metric, where)
+    return Arm(_matrix(rows, unit, [over]), side=+1, unit=unit, name=f"share of {over}s {label}",
+               stat=_layer_share(holds))
 
 
 def check_skips(skip_first: int, skip_last: int, n: int, over: str = "layer") -> None:

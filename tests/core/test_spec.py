@@ -140,8 +140,12 @@ def test_profile_cannot_touch_verdict_or_unknown_keys(tmp_path):
 def test_missing_required_and_missing_file(tmp_path):
     err = error_of(tmp_path, GOOD.replace('source = "Someone 2024"\n', ""))
     assert "missing required key 'source'" in str(err)
-    with pytest.raises(SpecError, match="no such file"):
-        load_specs([tmp_path / "nope"])
+    with pytest.raises(SpecError, match="no such file") as missing:
+        load_specs([tmp_path / "nope.toml"])
+    assert "--models" not in str(missing.value)
+    # `--models a b` makes b a spec path: the error says how to name two models
+    with pytest.raises(SpecError, match=r"no such file or folder \(if this is a model.*--models A --models B"):
+        load_specs(["gemma3-270m+random-init"])
 
 
 def test_nested_rule_checked(tmp_path):

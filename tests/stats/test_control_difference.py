@@ -104,6 +104,34 @@ def test_paired_difference_arm_is_the_difference_of_differences():
     assert difference(trained, trained, "paired_difference", params).outcome is not Outcome.SUPPORTED
 
 
+def layers(values_by_layer, n=24) -> pd.DataFrame:
+    """n texts × the given layers: text i's value at layer l is values_by_layer[l][i % 2]."""
+    return pd.DataFrame([{"sample": i, "layer": layer, "metric": "m", "value": v[i % 2]}
+                         for layer, v in enumerate(values_by_layer) for i in range(n)])
+
+
+BAND = {"metric": "m", "min": 0.1, "max": 0.3}
+
+
+def test_layer_majority_arm_is_the_share_of_layers_whose_mean_is_in_band():
+    """Trained: every layer's texts alternate 0.05 and 0.35, so every per-layer mean (0.2) is in [0.1, 0.3] while no
+    single text is; control: 3 of 4 layers' means are 0.6. trained − control = 1 − 1/4, and only the share of
+    per-layer means gives it (a share per text would give 0 − 0)."""
+    trained = layers([(0.05, 0.35)] * 4)
+    control = layers([(0.6, 0.6)] * 3 + [(0.2, 0.2)])
+    assert evaluate(trained, "layer_majority", BAND).outcome is Outcome.SUPPORTED
+    d = difference(trained, control, "layer_majority", BAND)
+    assert d.estimate == pytest.approx(0.75) and d.n == 24 and d.outcome is Outcome.SUPPORTED
+    assert d.metric == "share of layers in [0.1, 0.3]: trained − control"
+    # the untrained model's layers pass as often as the trained one's: the claim is not SUPPORTED
+    v = decided(trained, layers([(0.2, 0.2)] * 4), "layer_majority", BAND)
+    assert v.parts[0].outcome is Outcome.SUPPORTED and v.parts[1].estimate == 0.0
+    assert v.outcome is not Outcome.SUPPORTED
+    # a one-sided bound, claimed small: a layer passes when its mean is at most 0.3
+    low = {"metric": "m", "max": 0.3}
+    assert difference(trained, control, "layer_majority", low).estimate == pytest.approx(0.75)
+
+
 def test_an_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="no arm"):
         difference(units([1.0]), units([1.0]), "trend", {"metric": "m", "min": 0.0})
