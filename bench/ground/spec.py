@@ -23,8 +23,9 @@ SPEC_VERSION = 1
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 TOP_KEYS = ("id", "title", "source", "claim", "spec_version", "models", "data", "measure", "verdict",
             "reference", "profiles", "control")
-CONTROL_KEYS = ("holds", "decide")  # [control] holds = "why the claim is true of any weights, trained or not";
-# decide = "difference": the claim is decided on trained − its random-init control too (bench.stats.control)
+CONTROL_KEYS = ("holds", "decide", "part")  # [control] holds = "why the claim is true of any weights, trained or
+# not"; decide = "difference": the claim is decided on trained − its random-init control too (bench.stats.control);
+# part = i: for a combined rule ("all"), the part `verdict.of[i]` that the difference is taken on
 DECIDE = ("difference",)
 REQUIRED = ("id", "title", "source", "claim", "spec_version", "models", "measure", "verdict")
 MODEL_KEYS = ("default", "paper")
@@ -64,6 +65,7 @@ class Spec:
     profile: str | None = None  # the profile applied by `with_profile`, if any
     control_holds: str = ""  # why a random-initialised control is expected to pass too ("" when it should not)
     control_decide: str = ""  # "difference": decided against the random-init control as well ("" when not)
+    control_part: int | None = None  # the part of a combined rule that the difference is taken on
 
     @property
     def family(self) -> str:
@@ -75,6 +77,16 @@ class Spec:
 
     def rule_params(self) -> dict[str, Any]:
         return thaw(self.verdict)
+
+    def control_rule(self) -> tuple[str, dict[str, Any]]:
+        """The rule and parameters that trained − control is taken on: the spec's own, or for a combined rule the
+        part `[control] part` names (with the spec's alpha unless the part sets its own)."""
+        params = self.rule_params()
+        if self.control_part is None:
+            return self.rule, params
+        sub = dict(params["of"][self.control_part])
+        sub.setdefault("alpha", params.get("alpha", 0.05))
+        return sub.pop("rule"), sub
 
     def with_profile(self, name: str | None) -> "Spec":
         """This spec with profile `name`'s overrides applied; a profile the spec does not define changes nothing."""
@@ -90,6 +102,8 @@ class Spec:
             del body["control_holds"]  # specs that say nothing of their control keep their digest
         if not self.control_decide:
             del body["control_decide"]
+        if self.control_part is None:
+            del body["control_part"]
         body["references"] = [r.__dict__ for r in self.references]
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
@@ -101,7 +115,7 @@ class Spec:
             "params": self.probe_params(), "verdict": self.rule_params(), "hash": self.digest(),
             "models": {"default": list(self.models_default), "paper": list(self.models_paper)},
             "references": [r.__dict__ for r in self.references], "control_holds": self.control_holds,
-            "control_decide": self.control_decide,
+            "control_decide": self.control_decide, "control_part": self.control_part,
         }
 
 
@@ -184,13 +198,28 @@ def _build(raw: dict, text: str, path: Path) -> Spec:
         if "holds" in control:
             err.fail("control.decide", "'decide' and 'holds' exclude each other: a claim true of any weights "
                      "cannot also be decided against its control")
+    if "part" in control:
+        part, parts = control["part"], raw["verdict"].get("of") if isinstance(raw.get("verdict"), dict) else None
+        if isinstance(part, bool) or not isinstance(part, int):
+            err.fail("control.part", f"must be an integer (the index of a part in verdict.of), not {part!r:.40}")
+        if "decide" not in control:
+            err.fail("control.part", "names the part that is decided against the control: it needs 'decide'")
+        if rule != "all" or not isinstance(parts, list):
+            err.fail("control.part", f"only a combined rule (rule = \"all\", with verdict.of) has parts; this "
+                     f"spec's rule is '{rule}'")
+        if not 0 <= part < len(parts):
+            err.fail("control.part", f"{part} is not the index of a part: verdict.of has {len(parts)} "
+                     f"(0 to {len(parts) - 1})")
+    elif control.get("decide") and rule == "all":
+        err.fail("control.decide", "a combined rule is decided against its control on one of its parts: name "
+                 "it with 'part' (the index in verdict.of)")
 
     return Spec(
         id=spec_id, title=raw["title"].strip(), source=raw["source"].strip(), claim=raw["claim"].strip(),
         path=str(path), models_default=tuple(default), models_paper=tuple(paper), data=freeze(data),
         probe=probe, measure=freeze(measure), rule=rule, verdict=freeze(verdict), references=references,
         profiles=freeze(profiles), control_holds=control.get("holds", "").strip(),
-        control_decide=control.get("decide", ""),
+        control_decide=control.get("decide", ""), control_part=control.get("part"),
     )
 
 

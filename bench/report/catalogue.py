@@ -54,8 +54,9 @@ def markdown(specs: Iterable) -> str:
                     f"- Spec: `specs/{e['path']}`",
                     f"- Measured by: probe `{s.probe}`",
                     f"- Decision rule (`{s.rule}`): {_md(e['rule_words'])}",
-                    *(["- Decided against its random-init control as well: trained − control on the claimed side "
-                       "of 0, paired over the rule's units; both conditions must hold"] if s.control_decide else []),
+                    *([f"- Decided against its random-init control as well{_part(s)}: trained − control on the "
+                       "claimed side of 0, paired over the rule's units; both conditions must hold"]
+                      if s.control_decide else []),
                     f"- Models: default {', '.join(s.models_default) or '—'}; paper "
                     f"{', '.join(s.models_paper) or '—'}"]
             if s.references:
@@ -67,3 +68,11 @@ def markdown(specs: Iterable) -> str:
 def _anchor(spec_id: str) -> str:
     """GitHub's heading anchor for a spec id (lower case; dots dropped)."""
     return spec_id.lower().replace(".", "")
+
+
+def _part(s) -> str:
+    """Which part of a combined rule the difference is taken on, in words ("" for a plain rule)."""
+    if s.control_part is None:
+        return ""
+    sub = s.rule_params()["of"][s.control_part]
+    return f" on its part `verdict.of[{s.control_part}]` (`{sub['rule']}` on {sub.get('metric', '…')})"

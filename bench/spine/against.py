@@ -30,9 +30,9 @@ def decide(cells: list[plan.Cell], done: dict[str, Any]) -> None:
         name = controls.name_of(cell.model, controls.KINDS[0])
         other = done.get(keys.get((cell.spec.id, name, cell.seed), ""))
         try:
-            verdict = control.against(res.frame, other.frame if other else None, cell.spec.rule,
-                                      cell.spec.rule_params(), res.verdict, other.verdict if other else None,
-                                      other.record["model"] if other else name)
+            rule, params = cell.spec.control_rule()
+            verdict = control.against(res.frame, other.frame if other else None, rule, params, res.verdict,
+                                      other.verdict if other else None, other.record["model"] if other else name)
         except Exception as exc:  # noqa: BLE001 - a rule bug must not sink the run
             verdict = stats.errored(f"decision against the control failed: {type(exc).__name__}: {exc}")
             res.record["traceback"] = traceback.format_exc()

@@ -34,8 +34,9 @@ def check_spec(spec: Spec) -> None:
     if spec.control_decide:
         from bench.stats import control
 
-        if not control.supports(spec.rule):
-            raise SpecError(f"rule '{spec.rule}' cannot be decided against its control (rules that can: "
+        rule = spec.control_rule()[0]
+        if not control.supports(rule):
+            raise SpecError(f"rule '{rule}' cannot be decided against its control (rules that can: "
                             f"{', '.join(sorted(control.ARMS))})", path=spec.path, key="control.decide",
                             line=find_line(_text(spec.path), "control", "decide"))
 

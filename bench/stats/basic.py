@@ -256,12 +256,18 @@ def all_of(frame: pd.DataFrame, *, of: list[dict[str, Any]], alpha: float = 0.05
 def _threshold_arm(frame: pd.DataFrame, *, metric: str, min: float | None = None, max: float | None = None,
                    reduce: Reduce = "mean", by: list[str] = [], where: dict[str, Any] = {},  # noqa: B006
                    unit: str = "sample", **_: Any):
-    """The reduced metric over units (a worst case over rows has no units: no arm)."""
+    """The reduced metric over units.  A worst case over rows (``max``, ``min``) is exact: its rows pair by
+    `unit` (one row each, e.g. a count per language) and the difference is the sign test's."""
     rows = _select(frame, {"metric": metric, **where})
-    if rows.empty or reduce in ("max", "min"):
-        return _missing(frame, "threshold", metric, where) if rows.empty else Verdict(
-            Outcome.INCONCLUSIVE, f"reduce '{reduce}' is an exact worst case, with no units to pair", "threshold")
-    return Arm(_matrix(rows, unit, by), side=_bound(min, max)[1], unit=unit, name=metric, stat=_reducer(reduce))
+    if rows.empty:
+        return _missing(frame, "threshold", metric, where)
+    side = _bound(min, max)[1]
+    if reduce in ("max", "min"):
+        if unit not in rows.columns or rows[unit].isna().any() or rows[unit].duplicated().any():
+            return Verdict(Outcome.INCONCLUSIVE, f"reduce '{reduce}' is an exact worst case: its rows pair with the "
+                           f"control's only by a '{unit}' column that names each row once", "threshold")
+        return Arm(rows.set_index(unit)[["value"]].astype(float), side=side, unit=unit, name=metric, exact=True)
+    return Arm(_matrix(rows, unit, by), side=side, unit=unit, name=metric, stat=_reducer(reduce))
 
 
 @arm_def("paired_difference")

@@ -21,7 +21,10 @@ A rule takes part by registering an *arm* with :func:`arm_def`: its estimate as 
 * replicated (``full`` given): the rule's own estimate comes from all the data and its units are replicates of it
   (split halves); the difference of the full estimates is spread by the per-replicate differences, centred and
   scaled by ``shrink`` as the rule scales its own replicates, and p = (1 + #{values on the wrong side of 0}) /
-  (1 + R).
+  (1 + R);
+* exact (``exact`` set): one value per unit and no sampling behind it (a count per language), so nothing to
+  resample; the per-unit differences are decided by the exact sign test, the estimate is their median and the
+  interval the order statistics that cover the median with at least the confidence (binomial, distribution-free).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from bench.stats import Outcome, Verdict, _boot_p, _bootstrap, _decide, ci_name, combine
 
@@ -51,6 +55,7 @@ class Arm:
     full: float | None = None  # replicated: the estimate on all the data; `table` has one column per replicate
     shrink: float = 1.0  # replicated: a replicate's spread relative to the full estimate's
     min_n: int = 1  # replicated: fewer shared replicates than this leave the difference undecided
+    exact: bool = False  # one exact value per unit: the sign test on the per-unit differences
 
 
 ArmFn = Callable[..., "Arm | Verdict"]
@@ -98,6 +103,8 @@ def difference(trained: pd.DataFrame, control: pd.DataFrame, rule: str, params: 
         return Verdict(Outcome.INCONCLUSIVE, f"trained − control: no {t.unit} is in both frames", RULE, name,
                        alpha=alpha)
     A, B = t.table.loc[common].to_numpy(float), c.table.loc[common].to_numpy(float)
+    if t.exact:
+        return _signs(A[:, 0] - B[:, 0], t, name, label, alpha, confidence)
     if t.full is not None and n < t.min_n:
         return Verdict(Outcome.INCONCLUSIVE, f"trained − control {t.full - c.full:.4g} but only {n} shared "
                        f"{t.unit}s (< {t.min_n})", RULE, name, t.full - c.full, n=n, alpha=alpha)
@@ -127,6 +134,28 @@ def difference(trained: pd.DataFrame, control: pd.DataFrame, rule: str, params: 
     return _decide(RULE, name, est, lo, hi, p, n, 0.0, t.side, label, alpha, effect=est, effect_name=name, unit=t.unit,
                    confidence=confidence,
                    detail=f"trained {a:.4g} − control {b:.4g} = {est:.4g}, {ci_name(confidence)} [{lo:.4g}, {hi:.4g}]")
+
+
+def _signs(d: np.ndarray, t: Arm, name: str, label: str, alpha: float, confidence: float) -> Verdict:
+    """Per-unit differences of exact values: the one-sided sign test (ties dropped), the median, and the widest
+    pair of order statistics (j-th from each end) whose coverage of the median, 1 − 2·P(Bin(n, ½) < j), is at
+    least `confidence`, or the extremes when even they cover less (their coverage is then stated)."""
+    n = len(d)
+    moved = d[d != 0]
+    k = int(np.sum(t.side * moved > 0))
+    p = float(stats.binomtest(k, len(moved), 0.5, alternative="greater").pvalue) if len(moved) else 1.0
+    s = np.sort(d)
+    covers = [1 - 2 * stats.binom.cdf(j - 1, n, 0.5) for j in range(1, n // 2 + 1)] or [0.0]
+    j = max([i + 1 for i, c in enumerate(covers) if c >= confidence] or [1])
+    lo, hi = float(s[j - 1]), float(s[n - j])
+    cover = covers[j - 1]
+    est = float(np.median(d))
+    shy = "" if cover >= confidence else f"; with {n} {t.unit}s no interval reaches {confidence:.0%}"
+    return _decide(RULE, name, est, lo, hi, p, n, 0.0, t.side, label, alpha, effect=est, effect_name=name,
+                   unit=t.unit, resampled=False, confidence=confidence,
+                   detail=f"{k} of {n} {t.unit}s {'above' if t.side > 0 else 'below'} the control (exact sign test, "
+                          f"{n - len(moved)} tied), median difference {est:.4g}, [{lo:.4g}, {hi:.4g}] covers the "
+                          f"median with probability {cover:.3f}{shy}")
 
 
 def against(trained: pd.DataFrame | None, control: pd.DataFrame | None, rule: str, params: Mapping[str, Any],

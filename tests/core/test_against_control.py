@@ -84,6 +84,49 @@ def test_a_rule_without_an_arm_cannot_be_decided_against_its_control(tmp_path):
         check_spec(load_spec(path))
 
 
+ALL = SPEC.replace('rule = "threshold"\nmetric', 'rule = "all"\nalpha = 0.01\n[[verdict.of]]\nrule = "threshold"\nmetric') + \
+    '\n[[verdict.of]]\nrule = "threshold"\nmetric = "induction_score"\nreduce = "mean"\nmin = 0.0\n'
+
+
+@pytest.mark.parametrize("table, words", [
+    ('[control]\ndecide = "difference"\n', "[control.decide] a combined rule is decided against its control on one "
+     "of its parts: name it with 'part'"),
+    ('[control]\npart = 1\n', "[control.part] names the part that is decided against the control: it needs 'decide'"),
+    ('[control]\ndecide = "difference"\npart = 2\n', "[control.part] 2 is not the index of a part: verdict.of has 2"),
+    ('[control]\ndecide = "difference"\npart = -1\n', "[control.part] -1 is not the index of a part"),
+    ('[control]\ndecide = "difference"\npart = "1"\n', "[control.part] must be an integer"),
+    ('[control]\ndecide = "difference"\npart = true\n', "[control.part] must be an integer"),
+])
+def test_the_part_of_a_combined_rule_is_validated(tmp_path, table, words):
+    path = write(tmp_path, table)
+    path.write_text(ALL + "\n" + table, encoding="utf-8")
+    with pytest.raises(SpecError) as exc:
+        load_spec(path)
+    assert words in str(exc.value)
+
+
+def test_a_plain_rule_has_no_part(tmp_path):
+    with pytest.raises(SpecError, match=r"control\.part.*only a combined rule .* this spec's rule is 'threshold'"):
+        load_spec(write(tmp_path, '[control]\ndecide = "difference"\npart = 0\n'))
+
+
+def test_a_combined_rule_is_decided_against_its_control_on_the_named_part(tmp_path):
+    from bench.spine.checks import check_spec
+
+    path = write(tmp_path)
+    path.write_text(ALL + '\n[control]\ndecide = "difference"\npart = 1\n', encoding="utf-8")
+    spec = load_spec(path)
+    check_spec(spec)
+    # the part's own parameters, with the spec's alpha (the part sets none)
+    assert spec.control_rule() == ("threshold", {"metric": "induction_score", "reduce": "mean", "min": 0.0,
+                                                 "alpha": 0.01})
+    assert spec.describe()["control_part"] == 1 and against.p_values(spec) == 3
+    plain = load_spec(write(tmp_path / "plain"))
+    assert plain.control_rule() == ("threshold", plain.rule_params()) and "control_part" not in plain.digest()
+    path.write_text(ALL + '\n[control]\ndecide = "difference"\npart = 0\n', encoding="utf-8")
+    assert load_spec(path).digest() != spec.digest()
+
+
 def test_the_digest_changes_with_decide_and_plain_specs_keep_theirs(tmp_path):
     a, b = load_spec(write(tmp_path / "a")), load_spec(write(tmp_path / "b", control=""))
     assert a.digest() != b.digest()

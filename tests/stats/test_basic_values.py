@@ -390,6 +390,7 @@ def test_all_of_hands_its_alpha_to_the_parts():
 def test_the_arms_of_threshold_and_paired_difference():
     from bench.stats import control
 
+    assert control.supports("threshold")  # loads the registry, and so the arms, when this test runs alone
     f = pd.concat([sample_frame(FIVE), sample_frame([0.0] * 5, "m").assign(layer=1)], ignore_index=True)
     f["layer"] = f["layer"].fillna(0)
     arm = control.ARMS["threshold"](f, metric="m", max=0.5, where={"layer": 0}, unit="sample")
@@ -400,11 +401,15 @@ def test_the_arms_of_threshold_and_paired_difference():
     by = control.ARMS["threshold"](heads(), metric="score", min=0.5, reduce="max_group_mean", by=["layer", "head"])
     assert by.table.shape == (12, 4)
     assert float(by.stat(by.table.to_numpy())) == pytest.approx(by.table.to_numpy().mean(axis=0).max())
+    # a worst case pairs its rows by unit, one row each: two layers give each sample twice, so no pairing
     v = control.ARMS["threshold"](f, metric="m", min=0.5, reduce="max")
     assert (v.outcome, v.reason, v.rule) == (
-        Outcome.INCONCLUSIVE, "reduce 'max' is an exact worst case, with no units to pair", "threshold")
-    v = control.ARMS["threshold"](f, metric="m", max=0.5, reduce="min")
-    assert v.reason == "reduce 'min' is an exact worst case, with no units to pair"
+        Outcome.INCONCLUSIVE, "reduce 'max' is an exact worst case: its rows pair with the control's only by a "
+        "'sample' column that names each row once", "threshold")
+    assert "'layer' column" in control.ARMS["threshold"](f, metric="m", max=0.5, reduce="min", unit="layer").reason
+    arm = control.ARMS["threshold"](f, metric="m", max=0.5, reduce="min", where={"layer": 0})
+    assert (arm.exact, arm.side, arm.unit, arm.stat) == (True, -1, "sample", None)
+    assert arm.table["value"].tolist() == FIVE and arm.table.index.tolist() == [0, 1, 2, 3, 4]
     v = control.ARMS["threshold"](f, metric="x", min=0.5, reduce="max")
     assert (v.reason, v.rule, v.metric) == ("the frame has no rows for {}", "threshold", "x")
     # paired: only the texts with both sides, a's columns first; the statistic is a's minus b's

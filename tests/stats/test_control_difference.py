@@ -132,6 +132,38 @@ def test_layer_majority_arm_is_the_share_of_layers_whose_mean_is_in_band():
     assert difference(trained, control, "layer_majority", low).estimate == pytest.approx(0.75)
 
 
+def per_language(counts) -> pd.DataFrame:
+    return pd.DataFrame({"set_lang": list("abcdefg")[:len(counts)], "metric": "n", "value": np.asarray(counts, float)})
+
+
+EXISTS = {"metric": "n", "reduce": "min", "min": 1, "unit": "set_lang"}
+
+
+def test_a_worst_case_is_decided_by_the_exact_sign_test_over_its_rows():
+    """Seven languages' counts, each above the control's: the one-sided sign test gives p = 2⁻⁷ = 1/128, the
+    estimate is the median difference, and with n = 7 only the extremes cover the median with ≥ 95%
+    (1 − 2·2⁻⁷ = 0.984); the next pair would cover 1 − 2·8/128 = 0.875."""
+    trained, control = per_language([84, 144, 72, 80, 122, 115, 58]), per_language([0, 0, 0, 0, 0, 1, 0])
+    d = np.array([84, 144, 72, 80, 122, 114, 58])
+    v = difference(trained, control, "threshold", EXISTS)
+    assert v.outcome is Outcome.SUPPORTED and v.p_value == pytest.approx(1 / 128) and v.n == 7
+    assert v.estimate == np.median(d) == 84 and (v.ci_low, v.ci_high) == (58, 144)
+    assert "7 of 7 set_langs above the control" in v.reason and "probability 0.984" in v.reason
+    # one language where the trained model selects no more than its control: 6 of 7 (one tie) → p = 1/64
+    tied = difference(per_language([84, 144, 72, 80, 122, 115, 0]), control, "threshold", EXISTS)
+    assert tied.p_value == pytest.approx(1 / 64) and "1 tied" in tied.reason
+    # one language below: 6 of 7 → p = P(Bin(7, ½) ≥ 6) = 8/128, not below 0.05
+    below = difference(per_language([84, 144, 72, 80, 122, 115, 0]), per_language([0, 0, 0, 0, 0, 1, 3]),
+                       "threshold", EXISTS)
+    assert below.p_value == pytest.approx(8 / 128) and below.outcome is Outcome.INCONCLUSIVE
+    # the control selects more in every language: the opposite of the claim
+    opposite = difference(control, trained, "threshold", EXISTS)
+    assert opposite.outcome is Outcome.REFUTED and opposite.p_value == pytest.approx(1.0)
+    # and through `against`: the absolute bar (min ≥ 1) and the difference both hold
+    assert decided(trained, control, "threshold", EXISTS).outcome is Outcome.SUPPORTED
+    assert decided(trained, trained, "threshold", EXISTS).outcome is Outcome.INCONCLUSIVE  # 7 ties: p = 1
+
+
 def test_an_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="no arm"):
         difference(units([1.0]), units([1.0]), "trend", {"metric": "m", "min": 0.0})
