@@ -470,3 +470,19 @@ def test_a_finished_runs_order_is_kept_across_models(config_only):
     plain = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
     assert [r.model == b for r in plain] == [False, False, True, True]  # one process: grouped by model
     assert plain[1].work[1].maps_trained > 0 and plain[3].work[1].maps_trained == 0
+
+
+def test_an_exact_selection_counts_its_languages_and_a_replicated_one_its_halves(config_only):
+    """plnd.few-neurons decides on one exact row per language (7 of them); dominant-language-fewest on 20
+    split-half replicates of the same selection."""
+    from bench.ground import spec
+    from bench.spine import costs, run
+
+    root = Path(SPEC).parents[1]
+    specs = spec.load_specs([root / "plnd" / "few-neurons.toml", root / "langneurons" / "dominant-language-fewest.toml"])
+    opts = run.Options(models=(str(config_only),), profile="smoke", device="cpu", dtype="float32", seed=0)
+    rows = {r.claim: r for r in costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40,
+                                              runs_dir=config_only / "none")}
+    exact, halves = rows["plnd.few-neurons"], rows["langneurons.dominant-language-fewest"]
+    assert (exact.units, exact.unit) == (7, "languages")
+    assert (halves.units, halves.unit) == (20, "split-half replicates")

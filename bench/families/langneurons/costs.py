@@ -90,8 +90,10 @@ def _bits(m: Planned, setup: shared.Setup, sp, langs: list[str], label: str,
 @cost_def("activation_stats")
 def activation_stats_cost(m: Planned, p: StatsParams) -> Cost:
     sp = shared.split(p.selection, m.seed)
+    # without split halves, each language's selection is one exact row: the languages are the units
     return Cost((*_selection(m, p.selection, sp, p.methods, p.split_halves), _fingerprint(p.selection)),
-                units=p.split_halves or None, unit="split-half replicates")
+                units=p.split_halves or len(sp.selection.languages),
+                unit="split-half replicates" if p.split_halves else "languages")
 
 
 @cost_def("layer_distribution")
