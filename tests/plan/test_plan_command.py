@@ -270,7 +270,9 @@ def test_rates_are_cached_per_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(calibrate, "measure", lambda device="cpu": calls.append(device) or RATES)
     assert calibrate.rates("cpu") == RATES and calibrate.rates("cpu") == RATES
     assert calls == ["cpu"]  # measured once, then read back
-    stored = json.loads(next((tmp_path / "bench-cache" / "calibration").glob("*.json")).read_text())
+    # the session's calibration folder also holds other files (architectures' call scales, `-calls.json`):
+    # read this machine's rates file by its name, not whichever file the folder lists first
+    stored = json.loads((tmp_path / "bench-cache" / "calibration" / f"{calibrate.machine_key('cpu')}.json").read_text())
     assert stored == asdict(RATES)
 
 
