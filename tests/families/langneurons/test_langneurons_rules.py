@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -173,3 +175,24 @@ def test_rules_are_registered_with_their_parameters():
     for name in ("diagonal_dominance", "baseline_ratio", "largest_of", "related_exceeds_unrelated",
                  "binomial_share", "arg_extreme"):
         assert name in registry.rules()
+
+
+def test_english_spared_needs_an_english_set_to_zero():
+    """The shipped spec's rule: with English's PLND set empty, its row equals the unedited model (ΔBPB 0, no
+    noise), which passes the ratio vacuously; the precondition makes that INCONCLUSIVE. With one English
+    neuron zeroed and the same small effect, the claim is decided (SUPPORTED)."""
+    from bench.ground.spec import load_spec
+
+    spec = load_spec(Path(__file__).parents[3] / "specs" / "plnd" / "understanding-layers-spare-english.toml")
+    rule, params = spec.rule, spec.rule_params()
+
+    def with_sizes(f, en):
+        sizes = [("plnd", x, None, None, None, None, "n_ablated", float(en if x == "en" else 20)) for x in LANGS]
+        return pd.concat([f, frame(sizes)], ignore_index=True)
+
+    empty = deact_frame({"plnd": diag_only([0.2, 0.0, 0.3, 0.25])}, noise=0.0)
+    alone = evaluate(empty, "baseline_ratio", {k: v for k, v in params["of"][1].items() if k != "rule"})
+    assert alone.outcome is Outcome.SUPPORTED  # what the rule alone said of an empty set
+    v = evaluate(with_sizes(empty, 0), rule, params)
+    assert v.outcome is Outcome.INCONCLUSIVE and v.reason.startswith("precondition not met: n_ablated")
+    assert evaluate(with_sizes(empty, 1), rule, params).outcome is Outcome.SUPPORTED
