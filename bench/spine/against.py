@@ -44,5 +44,15 @@ def decide(cells: list[plan.Cell], done: dict[str, Any]) -> None:
 def p_values(spec) -> int:
     """How many p-values a spec adds to its family's correction: one per part of a combined rule, and one more
     for the difference from its control."""
-    own = len(spec.verdict.get("of", ())) if spec.rule == "all" else 1
-    return own + (1 if spec.control_decide else 0)
+    return _tests(spec.rule, spec.verdict) + (1 if spec.control_decide else 0)
+
+
+def _tests(rule: str, params) -> int:
+    """The p-values a rule's verdict carries: an `all` one per part (recursively), a `gated` its claim's (the
+    last part; its gates are preconditions, not tests), any other one."""
+    of = list(params.get("of", ()))
+    if rule == "all":
+        return sum(_tests(sub["rule"], sub) for sub in of)
+    if rule == "gated" and of:
+        return _tests(of[-1]["rule"], of[-1])
+    return 1

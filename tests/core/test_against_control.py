@@ -61,6 +61,18 @@ def test_the_control_cell_is_planned_without_the_control_option(tmp_path):
     assert (against.p_values(spec), against.p_values(plain)) == (2, 1)  # what an unrun member adds to BH
 
 
+def test_an_unrun_member_counts_the_p_values_its_rule_carries():
+    """A gate is a precondition, not a test: `gated` counts its claim's p-values, and an `all` each part's, nested
+    or not (a gated claim that is an `all` of two ratios carries two)."""
+    from bench.spine.against import _tests
+
+    ratio = {"rule": "baseline_ratio"}
+    assert _tests("threshold", {}) == 1 and _tests("all", {"of": [ratio, ratio]}) == 2
+    assert _tests("gated", {"of": [{"rule": "threshold"}, {"rule": "all", "of": [ratio, ratio]}]}) == 2
+    assert _tests("all", {"of": [ratio, {"rule": "all", "of": [ratio, ratio, ratio]}]}) == 4
+    assert _tests("gated", {"of": [{"rule": "accuracy_floor"}, ratio]}) == 1
+
+
 @pytest.mark.parametrize("table, words", [
     ('[control]\ndecide = "diference"\n', "unknown value 'diference' for 'decide' (known: difference); did you mean"),
     ('[control]\ndecide = 1\n', "must be str"),

@@ -196,3 +196,23 @@ def test_english_spared_needs_an_english_set_to_zero():
     v = evaluate(with_sizes(empty, 0), rule, params)
     assert v.outcome is Outcome.INCONCLUSIVE and v.reason.startswith("precondition not met: n_ablated")
     assert evaluate(with_sizes(empty, 1), rule, params).outcome is Outcome.SUPPORTED
+
+
+def test_collapse_needs_every_language_to_have_a_set_to_zero():
+    """The shipped spec's rule on ratios that pass: with every language's set non-empty they are SUPPORTED;
+    with three sets reported empty (`n_ablated` 0), the claim about every language is INCONCLUSIVE by its
+    precondition, whatever the ratios say."""
+    from bench.ground.spec import load_spec
+
+    spec = load_spec(Path(__file__).parents[3] / "specs" / "plnd" / "deactivation-collapses-language.toml")
+    rule, params = spec.rule, spec.rule_params()
+    plnd = np.full((4, 4), 0.005) + np.diag([0.3, 0.35, 0.25, 0.4])
+    f = deact_frame({"plnd": plnd, "rs-plnd": np.full((4, 4), 0.01)})
+
+    def sized(empty):
+        rows = [("plnd", x, None, None, None, None, "n_ablated", 0.0 if x in empty else 20.0) for x in LANGS]
+        return pd.concat([f, frame(rows)], ignore_index=True)
+
+    assert evaluate(sized(()), rule, params).outcome is Outcome.SUPPORTED
+    v = evaluate(sized(("de", "es", "fr")), rule, params)
+    assert v.outcome is Outcome.INCONCLUSIVE and "precondition not met: n_ablated: min n_ablated = 0" in v.reason
