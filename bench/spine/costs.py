@@ -178,16 +178,18 @@ def _prior_verdicts(runs_dir: Path | None) -> dict[tuple[str, str], dict[str, An
             continue
         for c in record.get("cells", []):
             v = c.get("verdict") or {}
-            if v.get("n") and v.get("ci_low") is not None:
+            if v.get("n") and (v.get("ci_low") is not None or v.get("parts")):  # a combined rule's are in its parts
                 out[(c["spec"]["id"], c["model"])] = {**v, "profile": record.get("profile")}
     return out
 
 
 def _bounded(rule: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The (rule, parameters) of every rule of a tree that has a bound, in order."""
+    """The (rule, parameters) of every rule of a tree that has a bound, in order; of a `gated` rule only its
+    claim's (the last part: the gates before it are preconditions, and its verdict carries the claim's parts)."""
     info = registry.rule(rule)
     if info.nested:
-        return [x for sub in params.get(info.nested) or [] for x in
+        subs = list(params.get(info.nested) or [])
+        return [x for sub in (subs[-1:] if rule == "gated" else subs) for x in
                 _bounded(sub["rule"], {k: v for k, v in sub.items() if k != "rule"})]
     return [(rule, params)] if params.get("min") is not None or params.get("max") is not None else []
 

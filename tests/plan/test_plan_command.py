@@ -488,3 +488,25 @@ def test_an_exact_selection_counts_its_languages_and_a_replicated_one_its_halves
     exact, halves = rows["plnd.few-neurons"], rows["langneurons.dominant-language-fewest"]
     assert (exact.units, exact.unit) == (7, "languages")
     assert (halves.units, halves.unit) == (20, "split-half replicates")
+
+
+def test_power_is_planned_on_a_gated_claim_not_on_its_gates(tmp_path):
+    """A gate is a precondition (`lens_final_gap ≤ 1e-3` before logit-lens's trend): its bound set against the
+    claim's interval gave a nonsense need (50,580 texts); only the claim's bounded rules count. A combined
+    verdict whose intervals are in its parts (none at the top) is still an earlier record to plan from."""
+    from bench.spine.costs import _bounded, _prior_verdicts
+
+    gate = {"rule": "threshold", "metric": "gap", "reduce": "max", "max": 1e-3}
+    claim = {"rule": "threshold", "metric": "m", "min": 0.4}
+    assert _bounded("gated", {"of": [gate, claim]}) == [("threshold", {"metric": "m", "min": 0.4})]
+    assert len(_bounded("all", {"of": [gate, claim]})) == 2  # an `all` is every part's claim
+    assert _bounded("gated", {"of": [gate, {"rule": "all", "of": [claim, claim]}]}) == [
+        ("threshold", {"metric": "m", "min": 0.4})] * 2
+    part = {"outcome": "SUPPORTED", "n": 16, "ci_low": 0.5, "ci_high": 0.7}
+    run = tmp_path / "runs" / "20260101-000000-000-aaaa"
+    run.mkdir(parents=True)
+    (run / "record.json").write_text(json.dumps({"profile": "smoke", "cells": [
+        {"spec": {"id": "x.combined"}, "model": "m", "verdict": {"n": 16, "ci_low": None, "parts": [part, part]}},
+        {"spec": {"id": "x.none"}, "model": "m", "verdict": {"n": 16, "ci_low": None}}]}))
+    prior = _prior_verdicts(tmp_path / "runs")
+    assert list(prior) == [("x.combined", "m")]
