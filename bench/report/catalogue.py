@@ -74,5 +74,5 @@ def _part(s) -> str:
     """Which part of a combined rule the difference is taken on, in words ("" for a plain rule)."""
     if s.control_part is None:
         return ""
-    sub = s.rule_params()["of"][s.control_part]
-    return f" on its part `verdict.of[{s.control_part}]` (`{sub['rule']}` on {sub.get('metric', '…')})"
+    rule, params = s.control_rule()
+    return f" on its part `verdict.of[{s.control_part}]` (`{rule}` on {params.get('metric', '…')})"
