@@ -5,7 +5,7 @@
 RUN_DIR is a run folder (its record.json) or a runs folder holding one (the latest is taken).  The cells are
 planned again from the record's own settings (models, profile, device, dtype, seed, control) on the specs it
 ran, reading configs and tokenizers only, with this machine's measured rates; each is compared with the
-record's ``timings.total_s``, less the time it waited (``timings.wait_s``) for a shared piece that another
+record's ``timings.total_s`` (and, where training decides a cell's work, with its least and most), less the time it waited (``timings.wait_s``) for a shared piece that another
 worker was computing (that work is booked to the cell computing it); a run is planned at the thread count its
 processes had (the record's ``executor.threads_per_job``, or ``device.threads`` of a one-process run), a run of
 worker processes with a load of its model in every work unit as the workers do, and in the order the cells
@@ -89,8 +89,12 @@ def main() -> None:
             meas_total += measured
         note = ("read from the cache" if cached else f"(waited {waited:.1f} s for another worker)" if waited >= 0.05
                 else "")
+        span = r.predicted_range_s
+        if span and not cached:  # training decided the work: did it fall between the plan's bounds?
+            note = (f"{note} training decides: {span[0]:.0f}–{span[1]:.0f} s, measured "
+                    f"{'within' if span[0] <= measured <= span[1] else 'OUTSIDE'}").strip()
         out.append({"claim": r.claim, "model": r.model, "predicted_s": r.predicted_s, "measured_s": measured,
-                    "waited_s": waited, "ratio": ratio, "note": note})
+                    "waited_s": waited, "ratio": ratio, "range_s": span, "note": note})
     total = pred_total / meas_total if meas_total else None
     if args.json:
         print(json.dumps({"cells": out, "predicted_s": pred_total, "measured_s": meas_total, "ratio": total}))

@@ -81,7 +81,7 @@ def predicted(spec_path: Path, model: str) -> dict:
 
     opts = run.Options(models=(model,), profile="smoke", device="cpu", dtype="float32")
     (row,) = costs.for_run(spec.load_specs([spec_path]), opts)
-    shape, work, _, width = row.work
+    shape, work, _, width, _ = row.work
     return {"predicted_s": gc.seconds(shape, work, calibrate.rates("cpu"), width), "params": shape.n_params,
             "predicted_host": row.peak_host_bytes}
 

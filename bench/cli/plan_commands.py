@@ -86,7 +86,9 @@ def plan(paths, models_, profile, device, dtype, seed, control, revision, gpu_me
                  else f"{r.units if r.units is not None else '–'}/?")
         click.echo(f"{r.claim:45.45s} {r.model:24.24s} {_duration(r.predicted_s):>9s}  host "
                    f"{_gib(r.peak_host_bytes):>10s}  device {_gib(r.peak_device_bytes):>10s}  "
-                   f"{'fits' if r.fits else 'DOES NOT FIT'}  units {power} {r.unit}")
+                   f"{'fits' if r.fits else 'DOES NOT FIT'}  units {power} {r.unit}"
+                   + (f"  (training decides: {_duration(r.predicted_range_s[0])} to "
+                      f"{_duration(r.predicted_range_s[1])})" if r.predicted_range_s else ""))
     for name, t in totals.items():
         label = "run" if name == "all" else name
         click.echo(f"total {label}: {_duration(t['predicted_s'])} for {t['cells']} cells, peak host "

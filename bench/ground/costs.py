@@ -8,7 +8,9 @@ every forward pass (padding included, since it is computed), the positions whose
 the positions run forward and back for a gradient, the tokens decoded one at a time with a KV cache, the model
 calls, the optimizer steps, and the sizes of what the largest batch keeps.  Where a count depends on what the
 model outputs (a stop string, a pool that grows until enough facts are unknown) it counts the budget's worst
-case and says so in a note.
+case and says so in a note.  Where an outcome of training decides it (an RL run whose answers collapse to an
+immediate end), a part also has a floor (:attr:`Cost.floors`), and the plan predicts the geometric middle of
+the two bounds' seconds (:func:`middle`) and shows both.
 
 Work that probes share through ``ctx.memo`` is a part with a key: a plan counts each key once per model, as a
 cold run computes it once (a key that starts with ``global|`` once per run: work that reads no model).
@@ -184,18 +186,32 @@ class Cost:
     unit: str = ""
     notes: tuple[str, ...] = ()
     units_of: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    floors: Mapping[str, Work] = field(default_factory=dict)  # part key → its least work (see `total`)
 
     def units_for(self, metric: str | None) -> tuple[int | None, str]:
         """(units, unit) of the test of `metric` (the frame's when the probe names no other)."""
         return self.units_of.get(metric, (self.units, self.unit))
 
-    def total(self, done: set[str] | None = None) -> Work:
-        """The work of the parts not in `done` (keys already counted), in one."""
+    def total(self, done: set[str] | None = None, *, least: bool = False) -> Work:
+        """The work of the parts not in `done` (keys already counted), in one.  `least`: each part that has a
+        floor at its floor — the work left when an outcome of training that no plan can see cuts the part short
+        (an RL run whose answers collapse to an immediate end); the parts count the most it can be."""
         out = Work()
         for key, w in self.parts:
             if key is None or done is None or key not in done:
-                out = out + w
+                out = out + (self.floors.get(key, w) if least and key is not None else w)
         return out
+
+    def keyed(self, name: Callable[[str | None], str | None]) -> "Cost":
+        """The same cost with every part key (and its floor's) renamed by `name`."""
+        return replace(self, parts=tuple((name(k), w) for k, w in self.parts),
+                       floors={name(k): w for k, w in self.floors.items()})
+
+
+def middle(low: float, high: float) -> float:
+    """The prediction between the bounds of work an outcome of training decides: their geometric mean, the
+    estimate whose worst ratio to any outcome between them is smallest (the square root of high ÷ low)."""
+    return high if not 0 < low < high else (low * high) ** 0.5
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ class Row:
     power_note: str = ""
     notes: list[str] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)  # the peak's bytes by what holds them (gc.peak_parts)
-    work: Any = field(default=None, repr=False)  # (shape, counted work, the load first (or None), width), to time again
+    work: Any = field(default=None, repr=False)  # (shape, counted work, the load first (or None), width, least work)
+    predicted_range_s: list[float] | None = None  # [least, most] where training decides the work (gc.Cost.floors)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -57,8 +58,7 @@ class Row:
     def retimed(self, rates: gc.Rates) -> "Row":
         if self.work is None or self.predicted_s is None:
             return self
-        shape, work, load, width = self.work
-        self.predicted_s = round(gc.seconds(shape, work, rates, width) + _load_s(shape, load, rates), 2)
+        self.predicted_s, self.predicted_range_s = _timed(*self.work, rates)
         return self
 
 
@@ -125,14 +125,16 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         ident = json.dumps([info.name, info.version, cell.spec.probe_params(), cell.seed], sort_keys=True, default=str)
         cached = ident in measured.setdefault(cell.model, set())
         keys = {_key(k, cell.model) for k, _ in cost.parts if k is not None}
-        work = gc.Work() if cached else gc.Cost(tuple((_key(k, cell.model), w) for k, w in cost.parts)).total(
-            seen | done.setdefault("", set()))
+        named = cost.keyed(lambda k: _key(k, cell.model))
+        counted = seen | done.setdefault("", set())
+        work, least = ((gc.Work(), gc.Work()) if cached else
+                       (named.total(counted), named.total(counted, least=True)))
         unit = unit_of(cell) if unit_of else cell.model  # where the run loads the model: once per model, or per unit
         load = None
         if unit not in loaded and not cached and info.uses_model:
             load = (tok_s, bool(getattr(ref, "control", None)))
             loaded.add(unit)
-        seconds = gc.seconds(shape, work, rates, width) + _load_s(shape, load, rates) if timed else None
+        seconds, span = _timed(shape, work, load, width, least, rates) if timed else (None, None)
         for k in keys:
             (done[""] if k.startswith("global|") else seen).add(k)
         measured[cell.model].add(ident)
@@ -150,10 +152,21 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
             units = int(before["n"])
         notes = (list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else [])
                  + ([stand_in] if stand_in else []))
-        rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, seconds and round(seconds, 2), int(host),
+        rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, seconds, int(host),
                         int(dev), fits, units, unit, need, why, notes, {k: int(v) for k, v in parts.items() if v},
-                        (shape, work, load, width)))
+                        (shape, work, load, width, least), span))
     return rows
+
+
+def _timed(shape: gc.Shape, work: gc.Work, load, width: int, least: gc.Work,
+           rates: gc.Rates) -> tuple[float, list[float] | None]:
+    """(predicted seconds, [least, most] or None) of a cell's work: where training decides how much of it runs
+    (`least` is less than `work`), the geometric middle of the two (:func:`bench.ground.costs.middle`)."""
+    most = gc.seconds(shape, work, rates, width) + _load_s(shape, load, rates)
+    if least == work:
+        return round(most, 2), None
+    low = gc.seconds(shape, least, rates, width) + _load_s(shape, load, rates)
+    return round(gc.middle(low, most), 2), [round(low, 2), round(most, 2)]
 
 
 def _load_s(shape: gc.Shape, load: tuple[float, bool] | None, rates: gc.Rates) -> float:

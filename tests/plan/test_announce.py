@@ -32,7 +32,7 @@ def test_the_slow_machine_names_every_rate_and_each_is_slower_than_the_default()
 
 def _row(claim: str, seconds: float, flops: float) -> costs.Row:
     work = gc.Work(flops=flops)
-    return costs.Row(claim, "m", 0, "p", seconds, 0, 0, True, None, "text", None, work=(SHAPE, work, None, 1))
+    return costs.Row(claim, "m", 0, "p", seconds, 0, 0, True, None, "text", None, work=(SHAPE, work, None, 1, work))
 
 
 def test_a_run_short_even_on_a_slow_machine_is_not_timed(monkeypatch):

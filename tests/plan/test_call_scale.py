@@ -116,7 +116,7 @@ def test_the_plan_scales_a_models_calls_by_its_architecture(tmp_path, tiny_token
     for family, scale in (("llama", 1.0), ("gemma3", 2.0)):
         opts = run.Options(models=(str(folders[family]),), profile="smoke", device="cpu", dtype="float32", seed=0)
         (row,) = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=tmp_path / "none")
-        shape, work, load, width = row.work
+        shape, work, load, width, _ = row.work
         assert shape.call_scale == scale and work.calls > 0
         assert row.predicted_s == round(gc.seconds(shape, work, RATES, width) + costs._load_s(shape, load, RATES), 2)
 

@@ -178,6 +178,52 @@ def test_rl_step_counts_its_sampling_and_each_micro_batch_of_its_update(tiny, mi
     assert seen.decoded == predicted.decoded_calls == cfg.sampling.max_new_tokens - 1
 
 
+def test_a_collapsed_rl_step_counts_one_sampled_token_and_no_update(tiny):
+    """The floor of an RL step (:func:`_decode_rl` with `collapsed`): when every sample is the end token at once
+    and every group scores alike (an empty answer's -2 everywhere), the step samples one token and the update
+    is skipped.  The hook makes the end token win; the counts must be the floor's, and far below the step's."""
+    from bench.families.generalization import costs as gen_costs
+    from bench.families.generalization import train_loop
+    from bench.models import policy
+    from bench.models import train as engine
+
+    m = tiny.model
+    prompts = ["Cards: 3, K. Target: 13.\nAnswer:", "Cards: 1, 2, 9. Target: 3.\nAnswer:"]
+    cfg = train_loop.config("rl", steps=1, batch=2, group=4, max_new_tokens=5, lora_rank=2)
+    floor = gen_costs._decode_rl(m.tokenizer, prompts, cfg, 3, collapsed=True)
+    most = gen_costs._decode_rl(m.tokenizer, prompts, cfg, 3)
+    with train_loop.adapted(m.hf, cfg) as model:
+        opt, _ = engine.optimizer(model, cfg.recipe, 1)
+        seen = Pushed(m.hf, m.tokenizer.eos_token_id)
+        try:
+            policy.policy_step(model, m.tokenizer, opt, prompts, lambda k, text: -2.0, cfg.sampling,
+                               torch.Generator().manual_seed(0), 3)
+        finally:
+            seen.close()
+    assert seen.tokens == floor.forward + floor.generated + floor.backward
+    assert seen.rows == floor.head + floor.generated + floor.backward_head
+    assert seen.calls == floor.calls and seen.decoded == floor.decoded_calls == 0
+    assert floor.backward == floor.steps == 0 and most.backward > 0 and most.generated > 0
+
+
+def test_rl_from_the_base_model_is_planned_between_its_bounds(tiny):
+    """The base model's RL arm has a floor (its first step at the budget with its update, then one-token
+    batches and evaluations), the SFT start's RL arm none; the plan's middle is the bounds' geometric mean."""
+    info, tok = registry.probe("sft_vs_rl"), tiny.model.tokenizer
+    params = {"arms": ["rl", "base_rl"], "n_cards": 2, "target": 0, "ops": "+", "show_target": False, "demos": 0,
+              "n_init": 4, "init_steps": 1, "n_train": 6, "n_eval": 3, "steps": 3, "batch": 2, "group": 2,
+              "sft_batch": 2, "max_new_tokens": 6, "micro_batch": 8, "seeds": 1, "curve_points": 0}
+    planned = gc.Planned(shape=gc.Shape.from_config(tiny.model.hf.config), tokenizer=tok, seed=0)
+    cost = gc.cost_of(info, planned, params)
+    assert set(cost.floors) == {"sft_vs_rl|base_rl|0"}
+    most, least = dict(cost.parts)["sft_vs_rl|base_rl|0"], cost.floors["sft_vs_rl|base_rl|0"]
+    assert least.steps == 1 and most.steps == 3  # the first step's update only
+    first = (most.generated - 2 * 3 * 5) // 3  # less its evaluation: six held-out answers, 5 tokens after the first
+    assert least.generated == first and first == 2 * 2 * 5  # 2 prompts × 2 samples × (6 - 1)
+    assert cost.total(least=True).generated == cost.total().generated - most.generated + least.generated
+    assert gc.middle(2.0, 8.0) == 4.0 and gc.middle(3.0, 3.0) == 3.0 and gc.middle(0.0, 5.0) == 5.0
+
+
 def test_training_steps_count_forward_and_backward(tiny):
     """:func:`bench.models.costs.fit` against :func:`bench.models.train.fit` on a LoRA-adapted tiny model."""
     from bench.models import costs as mc

@@ -128,7 +128,7 @@ def test_a_models_first_cell_pays_for_its_load_with_its_tokenizer(config_only, m
     for name, initialised in ((str(config_only), False), (f"{config_only}+random-init", True)):
         opts = run.Options(models=(name,), profile="smoke", device="cpu", dtype="float32", seed=0)
         first, second = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
-        shape, work, load, width = first.work
+        shape, work, load, width, _ = first.work
         assert load == (1.25, initialised)
         load_s = gc.load_seconds(shape, RATES, tokenizer_s=1.25, initialised=initialised)
         assert load_s == pytest.approx(0.5 + 1.25 + (shape.n_params / 1e7 if initialised else
@@ -510,3 +510,31 @@ def test_power_is_planned_on_a_gated_claim_not_on_its_gates(tmp_path):
         {"spec": {"id": "x.none"}, "model": "m", "verdict": {"n": 16, "ci_low": None}}]}))
     prior = _prior_verdicts(tmp_path / "runs")
     assert list(prior) == [("x.combined", "m")]
+
+
+def test_a_cell_whose_work_training_decides_is_planned_between_its_bounds(cli, config_only, calibrated):
+    """RL from the base model has a floor: the plan predicts the geometric mean of the cell's least and most
+    seconds and shows both, in text and JSON; a cell without a floor has no range.  Retimed at other rates, the
+    range and the middle are timed again together."""
+    from dataclasses import replace
+
+    from bench.ground import spec
+    from bench.spine import costs, run
+
+    root = Path(SPEC).parents[1] / "generalization"
+    specs = spec.load_specs([root / "rl-generalizes-sft-memorizes.toml", root / "sft-needed-before-rl.toml"])
+    opts = run.Options(models=(str(config_only),), profile="smoke", device="cpu", dtype="float32", seed=0)
+    plain, bounded = costs.for_run(specs, opts, rates=RATES, host_limit=1 << 40, runs_dir=config_only / "none")
+    assert plain.predicted_range_s is None
+    low, high = bounded.predicted_range_s
+    assert 0 < low < high and bounded.predicted_s == pytest.approx((low * high) ** 0.5, abs=0.02)
+    bounded.retimed(replace(RATES, forward=RATES.forward / 2, backward=RATES.backward / 2))
+    assert bounded.predicted_range_s[1] > high and bounded.predicted_s == pytest.approx(
+        (bounded.predicted_range_s[0] * bounded.predicted_range_s[1]) ** 0.5, abs=0.02)
+    out = cli("plan", str(root / "sft-needed-before-rl.toml"), "--models", str(config_only), "--device", "cpu",
+              "--runs-dir", str(config_only / "none"))
+    assert out.exit_code == 0 and "training decides:" in out.output
+    out = cli("plan", str(root / "sft-needed-before-rl.toml"), "--models", str(config_only), "--device", "cpu",
+              "--json", "--runs-dir", str(config_only / "none"))
+    row = json.loads(out.output.splitlines()[0])
+    assert len(row["predicted_range_s"]) == 2 and row["predicted_range_s"][0] < row["predicted_s"]
