@@ -43,7 +43,7 @@ METRICS = ("correct", "format_ok", "rl_gain", "train_loss", "train_reward", "tra
            "ckpt_accuracy", "ckpt_flops", "initial_format_rate", "base_format_rate", "initial_ood_accuracy",
            "trained_id_accuracy")
 ARMS = ("sft", "rl", "base_rl")
-VERSION = 9  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
+VERSION = 10  # 2: LoRA matrices drawn from the run seed (they came from the process's global generator)
 # 3: the prompts' shared prefix runs once (same numbers up to float rounding, so a near-tie may break otherwise)
 # 4: greedy decoding drops finished answers from the batch (float rounding again)
 # 5: the paper's design: SFT-initialised start, equal FLOPs, seeds, shaped reward, base / base_rl stages
@@ -58,7 +58,11 @@ VERSION = 9  # 2: LoRA matrices drawn from the run seed (they came from the proc
 #    is.  The one such answer that did not raise, a stated value of that kind after no formula ("=²"), scored
 #    −2 (every card left out) and now scores −3 (illegal), as "=x" did; a stage that met it would differ, so
 #    the stages are keyed afresh
-STAGE_VERSION = 8  # what keys the cached stages: bumped only when a stage's own frame changes
+# 10: `format_ok` asks for a combination of numbers: with two or more cards a bare number is no formula.
+#    smollm2-135m, asked for four cards to reach a target it is shown (the full profile), answered the target
+#    alone (" 24.") to every hand, which passed as following the format (1.0), so the premise that the base model
+#    cannot follow it could never hold.  Rewards and `correct` are unchanged
+STAGE_VERSION = 9  # what keys the cached stages: bumped only when a stage's own frame changes (9: format_ok, 10)
 
 
 class TaskSetupError(BenchError):

@@ -155,7 +155,8 @@ class Check:
     """What the verifier found in one response (its first line)."""
 
     formula: str            # the expression part, spaces removed
-    format_ok: bool         # an expression over numbers, + - * / and parentheses (and, hidden, its ``= N``)
+    format_ok: bool         # an expression combining numbers with + - * / and parentheses (and, hidden, its
+                            # ``= N``); with two or more cards, a bare number (the target copied) is no formula
     illegal: int            # illegal tokens / token transitions (a character outside the alphabet counts once)
     wrong_number: int       # 1 if a number is no card or a card is used too often, +1 if a card is left out
     value_ok: bool          # the expression's value is the target (hidden: the stated value)
@@ -194,7 +195,8 @@ def check(response: str, values: tuple[int, ...], target: int, hidden: bool = Fa
     value_ok = parsed and want is not None and value == want
     if not hidden and stated is not None and int(stated) != target:
         value_ok = False
-    format_ok = parsed and illegal == 0 and (stated is not None or not hidden)
+    combined = len(values) < 2 or any(t in OPS for t in toks)  # "24" alone combines no card with another
+    format_ok = parsed and illegal == 0 and combined and (stated is not None or not hidden)
     return Check(formula, format_ok, illegal, wrong, value_ok, format_ok and wrong == 0 and value_ok)
 
 

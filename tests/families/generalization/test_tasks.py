@@ -140,6 +140,16 @@ def test_format_check():
     assert not tasks.check("The answer is 14", (3, 11), 14, hidden=True).format_ok
 
 
+def test_a_bare_number_is_no_formula():
+    """Asked to combine four cards to reach a target it is shown, a base model may write the target alone: that
+    parses as an expression but combines nothing, so it does not follow the format (nor, hidden, "14=14")."""
+    target_alone = tasks.check(" 24.", (7, 4, 8, 10), 24)
+    assert not target_alone.format_ok and not target_alone.correct and target_alone.wrong_number == 2
+    assert not tasks.check("14=14", (3, 11), 14, hidden=True).format_ok
+    assert tasks.check("(7-4)*8", (7, 4, 8), 24).format_ok and tasks.check("3+11=14", (3, 11), 14, hidden=True).correct
+    assert tasks.check("7", (7,), 7).correct  # one card: the card itself is the whole formula
+
+
 # ── the OOD split needs the rule: a rule-blind solver fails it ────────────────────────────────────────────────
 
 def _rule_blind_answer(text: str, ops: str) -> str:
