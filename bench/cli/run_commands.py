@@ -141,9 +141,16 @@ def _check_plan(specs, opts) -> list:
                              f"(bench plan shows every cell and the memory it plans against)")
     if total is not None and total > costs.ANNOUNCE_S and verbosity() >= 0:
         shared = "" if opts.jobs == 1 else "; worker processes share it out"
-        size = f"{total / 3600:.1f} h" if total >= 2 * 3600 else f"{total / 60:.1f} min"
-        click.echo(f"plan: about {size} of work predicted for {len(rows)} cells at one process's rates"
-                   f"{shared} (bench plan for each cell)", err=True)
+        hours = total >= 2 * 3600
+
+        def size(s: float) -> str:
+            return f"{s / 3600:.1f} h" if hours else f"{s / 60:.1f} min"
+
+        spans = [r.predicted_range_s or [r.predicted_s or 0.0] * 2 for r in rows]
+        span = (f", {size(sum(a for a, _ in spans))} to {size(sum(b for _, b in spans))} as training decides"
+                if any(r.predicted_range_s for r in rows) else "")
+        click.echo(f"plan: about {size(total)} of work predicted for {len(rows)} cells at one process's rates"
+                   f"{span}{shared} (bench plan for each cell)", err=True)
         if total >= 3600:
             click.echo("note: stopped or killed, the same command resumes this run: finished cells from the cache, "
                        "long training from its last saved state (every BENCH_SAVE_EVERY s, default 600)", err=True)

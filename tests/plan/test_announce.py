@@ -103,3 +103,17 @@ def test_verify_says_nothing_of_a_short_run(cli, tiny_model_dir, monkeypatch):
     monkeypatch.setattr(run, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the run started")))
     res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
     assert res.exit_code == 4 and "plan:" not in res.output
+
+
+def test_a_run_whose_work_training_decides_announces_the_range_too(cli, tiny_model_dir, monkeypatch):
+    """Known answer: one cell between 300 and 1,200 s (predicted at their geometric mean, 600 s) beside a cell of
+    600 s: about 20.0 min, between 15.0 and 30.0."""
+    from bench.spine import run
+
+    bounded = _row("a", 600.0, 0.0)
+    bounded.predicted_range_s = [300.0, 1200.0]
+    monkeypatch.setattr(costs, "before_run", lambda specs, opts: ([bounded, _row("b", 600.0, 0.0)], 1200.0))
+    monkeypatch.setattr(run, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the run started")))
+    res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
+    assert ("plan: about 20.0 min of work predicted for 2 cells at one process's rates, 15.0 min to 30.0 min as "
+            "training decides") in res.output
