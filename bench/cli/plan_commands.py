@@ -82,6 +82,9 @@ def plan(paths, models_, profile, device, dtype, seed, control, revision, gpu_me
     for note in dict.fromkeys(n for r in rows for n in r.notes if n.startswith("token counts from")):
         click.echo(f"note: {note}", err=True)
     for r in rows:
+        for n in [n for n in r.notes if n.startswith(costs.NOT_DECIDED)]:
+            click.echo(f"note: {r.claim} × {r.model}: {n}", err=True)
+    for r in rows:
         power = (f"{r.units}/{r.units_for_power}" if r.units_for_power is not None
                  else f"{r.units if r.units is not None else '–'}/?")
         click.echo(f"{r.claim:45.45s} {r.model:24.24s} {_duration(r.predicted_s):>9s}  host "

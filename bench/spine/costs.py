@@ -29,6 +29,7 @@ from bench.ground import registry
 from bench.spine.plan import Cell
 
 GIB = 1 << 30
+NOT_DECIDED = "the latest run of this cell at this profile could not decide it"
 
 
 @dataclass
@@ -96,7 +97,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
     loaded: set[Any] = set()
     done: dict[str, set[str]] = {}
     measured: dict[str, set[str]] = {}
-    prior = _prior_verdicts(runs_dir)
+    prior, blocked = _prior_verdicts(runs_dir), _undecided(runs_dir)
     on_gpu = device != "cpu" and not device.startswith("mps")
     width = _dtype_bytes(dtype)
     rows = []
@@ -150,8 +151,10 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
         units, unit = cost.units_for(cell.spec.rule_params().get("metric"))
         if before is not None and before.get("profile") == cell.spec.profile:
             units = int(before["n"])
+        why_not = blocked.get((cell.spec.id, cell.model, str(cell.spec.profile)))
         notes = (list(cost.notes) + (["read from the cache: an earlier cell measures the same"] if cached else [])
-                 + ([stand_in] if stand_in else []))
+                 + ([stand_in] if stand_in else [])
+                 + ([f"{NOT_DECIDED}: {why_not}"] if why_not else []))
         rows.append(Row(cell.spec.id, cell.model, cell.seed, info.name, seconds, int(host),
                         int(dev), fits, units, unit, need, why, notes, {k: int(v) for k, v in parts.items() if v},
                         (shape, work, load, width, least), span))
@@ -179,20 +182,46 @@ def _key(key: str | None, model: str) -> str | None:
     return key if key is None or key.startswith("global|") else f"{model}|{key}"
 
 
-def _prior_verdicts(runs_dir: Path | None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(claim, model) → the verdict of the latest record under `runs_dir` that has one."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+def _recorded_cells(runs_dir: Path | None):
+    """(record, cell) of every record under `runs_dir`, oldest run first (run ids sort by time)."""
     if runs_dir is None or not Path(runs_dir).is_dir():
-        return out
-    for path in sorted(Path(runs_dir).glob("*/record.json")):  # run ids sort by time: later ones overwrite
+        return
+    for path in sorted(Path(runs_dir).glob("*/record.json")):
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
         for c in record.get("cells", []):
-            v = c.get("verdict") or {}
-            if v.get("n") and (v.get("ci_low") is not None or v.get("parts")):  # a combined rule's are in its parts
-                out[(c["spec"]["id"], c["model"])] = {**v, "profile": record.get("profile")}
+            yield record, c
+
+
+def _prior_verdicts(runs_dir: Path | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(claim, model) → the verdict of the latest record under `runs_dir` that has one."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for record, c in _recorded_cells(runs_dir):  # later runs overwrite
+        v = c.get("verdict") or {}
+        if v.get("n") and (v.get("ci_low") is not None or v.get("parts")):  # a combined rule's are in its parts
+            out[(c["spec"]["id"], c["model"])] = {**v, "profile": record.get("profile")}
+    return out
+
+
+UNDECIDABLE = ("precondition not met", "could not have shown the effect")  # the verdicts' words for a blocked test
+
+
+def _undecided(runs_dir: Path | None) -> dict[tuple[str, str, str], str]:
+    """(claim, model, profile) → why the latest record of that cell could not decide it: the first clause of its
+    INCONCLUSIVE reason that names a failed precondition or a test that could not have shown the effect (a cell
+    whose latest record decided, or was undecided by its statistics alone, is left out)."""
+    out: dict[tuple[str, str, str], str] = {}
+    for record, c in _recorded_cells(runs_dir):
+        key = (c["spec"]["id"], c["model"], str(record.get("profile")))
+        v = c.get("verdict") or {}
+        reason = str(v.get("reason") or "")
+        at = min((i for i in (reason.find(w) for w in UNDECIDABLE) if i >= 0), default=-1)
+        if v.get("outcome") == "INCONCLUSIVE" and at >= 0:
+            out[key] = reason[at:].split(");")[0].rstrip(")")[:240]
+        else:
+            out.pop(key, None)
     return out
 
 

@@ -538,3 +538,32 @@ def test_a_cell_whose_work_training_decides_is_planned_between_its_bounds(cli, c
               "--json", "--runs-dir", str(config_only / "none"))
     row = json.loads(out.output.splitlines()[0])
     assert len(row["predicted_range_s"]) == 2 and row["predicted_range_s"][0] < row["predicted_s"]
+
+
+def test_the_plan_says_when_the_latest_run_of_a_cell_could_not_decide_it(cli, config_only, calibrated, tmp_path):
+    """A cell whose latest record at the same profile was INCONCLUSIVE by a failed precondition is named, with the
+    reason's clause; a later record that decided it, or one of another profile, says nothing."""
+    def write(run_id: str, profile: str, outcome: str, reason: str) -> None:
+        run = tmp_path / "runs" / run_id
+        run.mkdir(parents=True)
+        verdict = {"outcome": outcome, "reason": reason, "rule": "gated"}
+        (run / "record.json").write_text(json.dumps({"profile": profile, "cells": [
+            {"spec": {"id": "circuits.induction-heads-exist"}, "model": str(config_only), "verdict": verdict}]}))
+
+    def plan() -> tuple[str, list[str]]:
+        res = cli(*["plan", SPEC, "--models", str(config_only), "--runs-dir", str(tmp_path / "runs")])
+        row = json.loads(cli(*["plan", SPEC, "--models", str(config_only), "--json", "--runs-dir",
+                               str(tmp_path / "runs")]).output.splitlines()[0])
+        return res.output, row["notes"]
+
+    write("20260101-000000-000-aaaa", "smoke", "INCONCLUSIVE",
+          "undecided in every one of 2 training runs × 40 units: seed 0: INCONCLUSIVE (precondition not met: "
+          "format_ok[base,id]: 9/40 = 0.225 vs ceiling < 0.2, binomial p = 0.732); seed 1: INCONCLUSIVE (…)")
+    text, notes = plan()
+    said = ("the latest run of this cell at this profile could not decide it: precondition not met: "
+            "format_ok[base,id]: 9/40 = 0.225 vs ceiling < 0.2, binomial p = 0.732")
+    assert said in notes and f"circuits.induction-heads-exist × {config_only}: {said}" in text
+    write("20260102-000000-000-aaaa", "full", "SUPPORTED", "")  # another profile: the smoke record still stands
+    assert said in plan()[1]
+    write("20260103-000000-000-aaaa", "smoke", "SUPPORTED", "ρ = 0.9")  # decided since
+    assert not [n for n in plan()[1] if "could not decide" in n]
