@@ -117,6 +117,19 @@ def _verify(paths, names, *, audit, as_json, report_dir, no_pdf, no_report, fail
     sys.exit(run.exit_code(result.verdicts, fail_on))
 
 
+def _said_undecided(rows, opts) -> None:
+    """Before a run of an hour or more: name each cell whose latest run at this profile could not decide it."""
+    from bench.spine import costs, run
+    from bench.spine import plan as planning
+
+    profile = opts.profile or planning.default_profile(run.resolve_device(opts.device).partition(":")[0])
+    blocked = costs.undecided(opts.runs_dir)
+    for r in rows:
+        why = blocked.get((r.claim, r.model, profile))
+        if why:
+            click.echo(f"note: {r.claim} × {r.model}: {costs.NOT_DECIDED}: {why}", err=True)
+
+
 def _check_plan(specs, opts) -> list:
     """Before any work: refuse (exit 2) a cell predicted not to fit in memory, and say the predicted total of a
     run predicted to take longer than three minutes (``bench plan`` shows every cell).  Returns the plan's rows
@@ -154,6 +167,7 @@ def _check_plan(specs, opts) -> list:
         if total >= 3600:
             click.echo("note: stopped or killed, the same command resumes this run: finished cells from the cache, "
                        "long training from its last saved state (every BENCH_SAVE_EVERY s, default 600)", err=True)
+            _said_undecided(rows, opts)
     if rows and verbosity() >= 0 and run.resolve_device(opts.device) == "cpu":
         import torch
 

@@ -97,7 +97,7 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
     loaded: set[Any] = set()
     done: dict[str, set[str]] = {}
     measured: dict[str, set[str]] = {}
-    prior, blocked = _prior_verdicts(runs_dir), _undecided(runs_dir)
+    prior, blocked = _prior_verdicts(runs_dir), undecided(runs_dir)
     on_gpu = device != "cpu" and not device.startswith("mps")
     width = _dtype_bytes(dtype)
     rows = []
@@ -208,7 +208,7 @@ def _prior_verdicts(runs_dir: Path | None) -> dict[tuple[str, str], dict[str, An
 UNDECIDABLE = ("precondition not met", "could not have shown the effect")  # the verdicts' words for a blocked test
 
 
-def _undecided(runs_dir: Path | None) -> dict[tuple[str, str, str], str]:
+def undecided(runs_dir: Path | None) -> dict[tuple[str, str, str], str]:
     """(claim, model, profile) → why the latest record of that cell could not decide it: the first clause of its
     INCONCLUSIVE reason that names a failed precondition or a test that could not have shown the effect (a cell
     whose latest record decided, or was undecided by its statistics alone, is left out)."""

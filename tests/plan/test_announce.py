@@ -117,3 +117,27 @@ def test_a_run_whose_work_training_decides_announces_the_range_too(cli, tiny_mod
     res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report"])
     assert ("plan: about 20.0 min of work predicted for 2 cells at one process's rates, 15.0 min to 30.0 min as "
             "training decides") in res.output
+
+
+def test_a_run_of_hours_names_the_cells_its_last_run_could_not_decide(cli, tiny_model_dir, monkeypatch, tmp_path):
+    """Before an hour or more of work, a cell whose latest record at this profile was INCONCLUSIVE by a failed
+    precondition is named with the reason; a cell decided last time, and a short run, say nothing."""
+    import json
+
+    from bench.spine import run
+
+    runs = tmp_path / "runs" / "20260101-000000-000-aaaa"
+    runs.mkdir(parents=True)
+    cells = [{"spec": {"id": claim}, "model": "m", "verdict": {"outcome": outcome, "reason": reason}}
+             for claim, outcome, reason in (("a", "INCONCLUSIVE", "precondition not met: n_ablated: min = 0"),
+                                            ("b", "SUPPORTED", "ρ = 0.9"))]
+    (runs / "record.json").write_text(json.dumps({"profile": "smoke", "cells": cells}))
+    monkeypatch.setattr(run, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("the run started")))
+    for seconds, said in ((4000.0, True), (600.0, False)):
+        monkeypatch.setattr(costs, "before_run", lambda specs, opts, s=seconds: (
+            [_row("a", s / 2, 0.0), _row("b", s / 2, 0.0)], s))
+        res = cli(*["verify", SPEC, "--models", str(tiny_model_dir), "--no-report", "--device", "cpu",
+                    "--runs-dir", str(tmp_path / "runs")])
+        assert ("note: a × m: the latest run of this cell at this profile could not decide it: precondition not "
+                "met: n_ablated: min = 0" in res.output) == said
+        assert "b × m" not in res.output
