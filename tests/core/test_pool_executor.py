@@ -77,6 +77,22 @@ def test_a_killed_worker_is_retried_once_then_error_and_the_rest_finishes(tmp_pa
     assert frame["value"].tolist() == pytest.approx([0.9 + 0.02 * ((i % 3) - 1) for i in range(8)])
 
 
+def test_a_death_is_counted_even_when_the_cells_start_never_arrived(tmp_path):
+    """Workers whose "start" events are withheld (lost with a killed worker's queue thread): the driver counts
+    each death itself, so the cell still gets one retry and then an ERROR, never a third attempt."""
+    from tests.core import executor_faults
+
+    specs = _fault_specs(tmp_path, {"healthy": 0, "alwaysdies": 9})
+    opts = run.Options(runs_dir=tmp_path / "runs", jobs=2,
+                       executor_options=(("worker_setup", executor_faults.register_without_starts),))
+    rec = _record(run.execute(specs, opts))
+    by_id = {c["spec"]["id"]: c for c in rec["cells"]}
+    assert by_id["healthy.claim"]["verdict"]["outcome"] == "SUPPORTED"
+    bad = by_id["alwaysdies.claim"]["verdict"]
+    assert bad["outcome"] == "ERROR" and "worker process died after 2 attempts (signal 9" in bad["reason"]
+    assert len(list((tmp_path / "tally" / "alwaysdies").iterdir())) == 2
+
+
 # ── units and the choice of processes ───────────────────────────────────────────────────────────────────────
 
 @dataclass(frozen=True)

@@ -123,7 +123,9 @@ class PoolExecutor:
         events = ctx.Queue()
         todo = units(cells, self.predicted)
         total, done = len(cells), set()
-        attempts: dict[str, int] = {}
+        # per cell, the workers that died on it, counted here: a worker killed at once may never have sent its
+        # "start" (its queue's feeder thread dies with it), and a count of starts then retried it without end
+        deaths: dict[str, int] = {}
         workers: list[_Handle] = []
 
         # the command's warning policy (libraries' notices hidden unless -v); filters of built-in categories only,
@@ -160,11 +162,10 @@ class PoolExecutor:
                     w = workers[wid]
                     if ev.kind == "start":
                         w.current = ev.key
-                        attempts[ev.key] = attempts.get(ev.key, 0) + 1
                     if ev.kind == "done":
                         w.unit = [c for c in w.unit if c.key != ev.key]
                         w.current = None
-                        finish(ev.key, _with_attempts(ev.result, attempts.get(ev.key, 1)))
+                        finish(ev.key, _with_attempts(ev.result, deaths.get(ev.key, 0) + 1))
                     else:
                         emit(ev)
                     continue
@@ -176,7 +177,7 @@ class PoolExecutor:
                     w.close()
                     if left:
                         cell = left[0]
-                        n = attempts.get(cell.key, 1)
+                        n = deaths[cell.key] = deaths.get(cell.key, 0) + 1  # attempts made, all of them lost
                         if n <= self.retries:
                             emit(Event("note", key=cell.key, message=f"worker for {cell.model} died during "
                                        f"{cell.label} (exit {code}); retrying ({n}/{self.retries})"))
