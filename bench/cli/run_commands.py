@@ -123,7 +123,7 @@ def _said_undecided(rows, opts) -> None:
     from bench.spine import plan as planning
 
     profile = opts.profile or planning.default_profile(run.resolve_device(opts.device).partition(":")[0])
-    blocked = costs.undecided(opts.runs_dir)
+    blocked = costs.undecided(costs.recorded_cells(opts.runs_dir))
     for r in rows:
         why = blocked.get((r.claim, r.model, profile))
         if why:

@@ -97,7 +97,8 @@ def plan(cells: list[Cell], refs: dict[str, Any], device: str, dtype: str, rates
     loaded: set[Any] = set()
     done: dict[str, set[str]] = {}
     measured: dict[str, set[str]] = {}
-    prior, blocked = _prior_verdicts(runs_dir), undecided(runs_dir)
+    recorded = recorded_cells(runs_dir)  # earlier records, read once for the power and the undecided cells
+    prior, blocked = _prior_verdicts(recorded), undecided(recorded)
     on_gpu = device != "cpu" and not device.startswith("mps")
     width = _dtype_bytes(dtype)
     rows = []
@@ -182,23 +183,28 @@ def _key(key: str | None, model: str) -> str | None:
     return key if key is None or key.startswith("global|") else f"{model}|{key}"
 
 
-def _recorded_cells(runs_dir: Path | None):
-    """(record, cell) of every record under `runs_dir`, oldest run first (run ids sort by time)."""
+Recorded = list[tuple[dict[str, Any], dict[str, Any]]]  # (record, cell) pairs, oldest run first
+
+
+def recorded_cells(runs_dir: Path | None) -> Recorded:
+    """(record, cell) of every record under `runs_dir`, oldest run first (run ids sort by time); read once and
+    given to both :func:`_prior_verdicts` and :func:`undecided`."""
+    out: Recorded = []
     if runs_dir is None or not Path(runs_dir).is_dir():
-        return
+        return out
     for path in sorted(Path(runs_dir).glob("*/record.json")):
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        for c in record.get("cells", []):
-            yield record, c
+        out += [(record, c) for c in record.get("cells", [])]
+    return out
 
 
-def _prior_verdicts(runs_dir: Path | None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(claim, model) → the verdict of the latest record under `runs_dir` that has one."""
+def _prior_verdicts(recorded: Recorded) -> dict[tuple[str, str], dict[str, Any]]:
+    """(claim, model) → the verdict of the latest of the `recorded` cells (:func:`recorded_cells`) that has one."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for record, c in _recorded_cells(runs_dir):  # later runs overwrite
+    for record, c in recorded:  # later runs overwrite
         v = c.get("verdict") or {}
         if v.get("n") and (v.get("ci_low") is not None or v.get("parts")):  # a combined rule's are in its parts
             out[(c["spec"]["id"], c["model"])] = {**v, "profile": record.get("profile")}
@@ -208,12 +214,13 @@ def _prior_verdicts(runs_dir: Path | None) -> dict[tuple[str, str], dict[str, An
 UNDECIDABLE = ("precondition not met", "could not have shown the effect")  # the verdicts' words for a blocked test
 
 
-def undecided(runs_dir: Path | None) -> dict[tuple[str, str, str], str]:
-    """(claim, model, profile) → why the latest record of that cell could not decide it: the first clause of its
+def undecided(recorded: Recorded) -> dict[tuple[str, str, str], str]:
+    """(claim, model, profile) → why the latest of the `recorded` cells (:func:`recorded_cells`) of that claim,
+    model and profile could not decide it: the first clause of its
     INCONCLUSIVE reason that names a failed precondition or a test that could not have shown the effect (a cell
     whose latest record decided, or was undecided by its statistics alone, is left out)."""
     out: dict[tuple[str, str, str], str] = {}
-    for record, c in _recorded_cells(runs_dir):
+    for record, c in recorded:
         key = (c["spec"]["id"], c["model"], str(record.get("profile")))
         v = c.get("verdict") or {}
         reason = str(v.get("reason") or "")

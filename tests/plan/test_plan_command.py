@@ -494,7 +494,7 @@ def test_power_is_planned_on_a_gated_claim_not_on_its_gates(tmp_path):
     """A gate is a precondition (`lens_final_gap ≤ 1e-3` before logit-lens's trend): its bound set against the
     claim's interval gave a nonsense need (50,580 texts); only the claim's bounded rules count. A combined
     verdict whose intervals are in its parts (none at the top) is still an earlier record to plan from."""
-    from bench.spine.costs import _bounded, _prior_verdicts
+    from bench.spine.costs import _bounded, _prior_verdicts, recorded_cells
 
     gate = {"rule": "threshold", "metric": "gap", "reduce": "max", "max": 1e-3}
     claim = {"rule": "threshold", "metric": "m", "min": 0.4}
@@ -508,7 +508,7 @@ def test_power_is_planned_on_a_gated_claim_not_on_its_gates(tmp_path):
     (run / "record.json").write_text(json.dumps({"profile": "smoke", "cells": [
         {"spec": {"id": "x.combined"}, "model": "m", "verdict": {"n": 16, "ci_low": None, "parts": [part, part]}},
         {"spec": {"id": "x.none"}, "model": "m", "verdict": {"n": 16, "ci_low": None}}]}))
-    prior = _prior_verdicts(tmp_path / "runs")
+    prior = _prior_verdicts(recorded_cells(tmp_path / "runs"))
     assert list(prior) == [("x.combined", "m")]
 
 
